@@ -1,0 +1,127 @@
+"""The reference triplet hinge loss: the definition every other chapter checks itself against.
+
+For a batch of B triplets (anchor a_i, positive p_i, negative n_i), each a row of D numbers,
+
+    d_ap = ||a_i - p_i||^2        d_an = ||a_i - n_i||^2
+    loss_i = max(d_ap - d_an, t1) + beta * max(d_ap, t2)
+
+and the batch loss is the mean (or sum) of loss_i. Chapter 1 derives this module step by step.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+from torch import nn
+
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def _check_real(name: str, value: object) -> float:
+    # bool is a subclass of int in Python; a flag passed by mistake should not become 0.0 or 1.0.
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
+    return value
+
+
+def check_hyperparameters(t1: float, t2: float, beta: float, reduction: str) -> tuple[float, float, float, str]:
+    """Validate the loss's hyper-parameters and return them as (float, float, float, str).
+
+    Raises TypeError or ValueError naming the argument, what was expected and what was given.
+    """
+    t1 = _check_real("t1", t1)
+    t2 = _check_real("t2", t2)
+    beta = _check_real("beta", beta)
+    if t1 > 0:
+        raise ValueError(
+            f"t1 must be <= 0 (it is minus the margin by which d_an should exceed d_ap), got {t1}"
+        )
+    if t2 < 0:
+        raise ValueError(f"t2 must be >= 0 (a squared distance), got {t2}")
+    if beta < 0:
+        raise ValueError(f"beta must be >= 0 (a negative weight would push positives apart), got {beta}")
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+    return t1, t2, beta, reduction
+
+
+def check_triplet_inputs(anchor: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor) -> None:
+    """Check that the three inputs are floating-point (B, D) tensors of one shape, dtype and device."""
+    named = {"anchor": anchor, "positive": positive, "negative": negative}
+    for name, tensor in named.items():
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
+        if tensor.dim() != 2:
+            raise ValueError(f"{name} must be 2-D (batch, dim), got {tensor.dim()}-D with shape {tuple(tensor.shape)}")
+        if not tensor.is_floating_point():
+            raise TypeError(f"{name} must have a floating-point dtype, got {tensor.dtype}")
+    for name in ("positive", "negative"):
+        tensor = named[name]
+        if tensor.shape != anchor.shape:
+            raise ValueError(
+                f"{name} must have the same shape as anchor {tuple(anchor.shape)}, got {tuple(tensor.shape)}"
+            )
+        if tensor.dtype != anchor.dtype:
+            raise TypeError(f"{name} must have the same dtype as anchor ({anchor.dtype}), got {tensor.dtype}")
+        if tensor.device != anchor.device:
+            raise ValueError(f"{name} must be on the same device as anchor ({anchor.device}), got {tensor.device}")
+
+
+def squared_distance(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Row-wise squared Euclidean distance, computed without a square root."""
+    return (x - y).pow(2).sum(dim=-1)
+
+
+def reference_triplet_hinge_loss(
+    anchor: torch.Tensor,
+    positive: torch.Tensor,
+    negative: torch.Tensor,
+    *,
+    t1: float,
+    t2: float,
+    beta: float,
+    reduction: str = "mean",
+) -> torch.Tensor:
+    """The triplet hinge loss, written with plain tensor ops; autograd supplies the backward.
+
+    anchor, positive, negative: (B, D) floating-point tensors of one dtype and device.
+    Returns a scalar for reduction "mean" or "sum", and a (B,) tensor for "none".
+    """
+    t1, t2, beta, reduction = check_hyperparameters(t1, t2, beta, reduction)
+    check_triplet_inputs(anchor, positive, negative)
+    d_ap = squared_distance(anchor, positive)
+    d_an = squared_distance(anchor, negative)
+    per_triplet = torch.clamp(d_ap - d_an, min=t1) + beta * torch.clamp(d_ap, min=t2)
+    if reduction == "mean":
+        return per_triplet.mean()
+    if reduction == "sum":
+        return per_triplet.sum()
+    return per_triplet
+
+
+class TripletHingeLoss(nn.Module):
+    """`reference_triplet_hinge_loss` as a module, in the style of torch's built-in losses.
+
+    Args:
+        t1: floor of d_ap - d_an; minus the margin, so <= 0.
+        t2: squared distance under which positives are no longer pulled in; >= 0.
+        beta: weight of the pull term; >= 0.
+        reduction: "mean" (default), "sum" or "none".
+    """
+
+    def __init__(self, t1: float, t2: float, beta: float, reduction: str = "mean") -> None:
+        super().__init__()
+        self.t1, self.t2, self.beta, self.reduction = check_hyperparameters(t1, t2, beta, reduction)
+
+    def forward(self, anchor: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor) -> torch.Tensor:
+        return reference_triplet_hinge_loss(
+            anchor, positive, negative, t1=self.t1, t2=self.t2, beta=self.beta, reduction=self.reduction
+        )
+
+    def extra_repr(self) -> str:
+        return f"t1={self.t1}, t2={self.t2}, beta={self.beta}, reduction={self.reduction!r}"

@@ -1,0 +1,59 @@
+"""Execute notebooks in place, top to bottom in one fresh kernel, as `make execute` does.
+
+    python tools/execute_notebooks.py notebooks            # every chapter
+    python tools/execute_notebooks.py notebooks/01_*.ipynb # one chapter
+
+Each notebook runs with its own folder as the working directory (as nbval and Jupyter do),
+in a kernel of the Python running this script, and is saved with its new outputs.
+Timing metadata is not recorded, so a re-run changes the file only where an output changed.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+import time
+
+import nbformat
+from nbclient import NotebookClient
+
+
+def chapter_notebooks(args: list[str]) -> list[pathlib.Path]:
+    paths: list[pathlib.Path] = []
+    for arg in args:
+        path = pathlib.Path(arg)
+        if path.is_dir():
+            # Chapters are NN_topic.ipynb; files starting with "_" (templates) are not executed.
+            paths.extend(sorted(p for p in path.glob("[0-9]*.ipynb")))
+        elif path.suffix == ".ipynb" and path.is_file():
+            paths.append(path)
+        else:
+            raise SystemExit(f"error: expected a notebook or a folder of notebooks, got {arg!r}")
+    return paths
+
+
+def execute(path: pathlib.Path, timeout: int = 1800) -> None:
+    notebook = nbformat.read(path, as_version=4)
+    client = NotebookClient(
+        notebook,
+        timeout=timeout,
+        kernel_name="python3",
+        record_timing=False,
+        resources={"metadata": {"path": str(path.parent.resolve())}},
+    )
+    start = time.perf_counter()
+    client.execute()
+    nbformat.write(notebook, path)
+    print(f"executed {path} in {time.perf_counter() - start:.0f} s")
+
+
+def main() -> None:
+    paths = chapter_notebooks(sys.argv[1:] or ["notebooks"])
+    if not paths:
+        raise SystemExit("error: no notebooks found")
+    for path in paths:
+        execute(path)
+
+
+if __name__ == "__main__":
+    main()
