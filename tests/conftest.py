@@ -14,7 +14,9 @@ NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 
 def chapter_notebooks() -> list[pathlib.Path]:
     """The chapters: notebooks/NN_topic.ipynb (files starting with '_' are templates, not chapters)."""
-    return sorted(p for p in NOTEBOOK_DIR.glob("*.ipynb") if not p.name.startswith("_"))
+    return sorted(
+        p for p in NOTEBOOK_DIR.glob("*.ipynb") if not p.name.startswith("_")
+    )
 
 
 def load_notebook(path: pathlib.Path) -> dict:
@@ -26,7 +28,12 @@ def cell_source(cell: dict) -> str:
     return "".join(source) if isinstance(source, list) else source
 
 
-def sample_inputs(device: str | torch.device, *, requires_grad: bool = False, dtype=torch.float32):
+def sample_inputs(
+    device: str | torch.device,
+    *,
+    requires_grad: bool = False,
+    dtype=torch.float32,
+):
     """Triplet batches of several shapes, in the style of pytorch/extension-cpp's tests.
 
     Each entry is (anchor, positive, negative) of one shape; `requires_grad` makes them leaves.
@@ -35,9 +42,15 @@ def sample_inputs(device: str | torch.device, *, requires_grad: bool = False, dt
     shapes = [(1, 1), (1, 7), (5, 1), (8, 4), (33, 17)]
     samples = []
     for batch, dim in shapes:
-        tensors = torch.randn(3, batch, dim, generator=generator, dtype=dtype).unbind(0)
-        samples.append(tuple(t.to(device).requires_grad_(requires_grad) for t in tensors))
+        tensors = torch.randn(
+            3, batch, dim, generator=generator, dtype=dtype
+        ).unbind(0)
+        samples.append(
+            tuple(t.to(device).requires_grad_(requires_grad) for t in tensors)
+        )
     return samples
 
 
-requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+requires_cuda = pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA device"
+)

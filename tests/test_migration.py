@@ -21,7 +21,9 @@ def normalise(text: str) -> str:
 
 
 def assert_quoted(message: str) -> None:
-    assert normalise(message) in normalise(PAGE), f"book/migration.md should quote: {message}"
+    assert normalise(message) in normalise(
+        PAGE
+    ), f"book/migration.md should quote: {message}"
 
 
 def test_torch_utils_ffi_is_gone():
@@ -47,7 +49,7 @@ def test_saved_variables_warns():
 
         @staticmethod
         def backward(ctx, grad):
-            x, = ctx.saved_variables
+            (x,) = ctx.saved_variables
             return 2 * grad
 
     with pytest.warns(DeprecationWarning) as record:
@@ -57,7 +59,10 @@ def test_saved_variables_warns():
 
 def test_non_static_forward_fails():
     namespace = {"Function": Function}
-    exec("class Legacy(Function):\n    def forward(self, x):\n        return 2 * x\n", namespace)
+    exec(
+        "class Legacy(Function):\n    def forward(self, x):\n        return 2 * x\n",
+        namespace,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         with pytest.raises(RuntimeError) as error:
@@ -75,10 +80,18 @@ def test_volatile_is_ignored_with_a_warning():
 
 
 CPP_CASES = {
-    "TH header": ("#include <TH/TH.h>\n", "fatal error: TH/TH.h: No such file or directory"),
-    "THC header": ("#include <THC/THC.h>\n", "fatal error: THC/THC.h: No such file or directory"),
-    "AT_CHECK": ('#include <c10/util/Exception.h>\nvoid f(int x) { AT_CHECK(x > 0, "x must be positive"); }\n',
-                 "error: 'AT_CHECK' was not declared in this scope"),
+    "TH header": (
+        "#include <TH/TH.h>\n",
+        "fatal error: TH/TH.h: No such file or directory",
+    ),
+    "THC header": (
+        "#include <THC/THC.h>\n",
+        "fatal error: THC/THC.h: No such file or directory",
+    ),
+    "AT_CHECK": (
+        '#include <c10/util/Exception.h>\nvoid f(int x) { AT_CHECK(x > 0, "x must be positive"); }\n',
+        "error: 'AT_CHECK' was not declared in this scope",
+    ),
 }
 
 
@@ -90,8 +103,17 @@ def test_removed_cpp_apis_fail_to_compile(case, tmp_path):
     source, message = CPP_CASES[case]
     (tmp_path / "legacy.cpp").write_text(source)
     result = subprocess.run(
-        ["c++", "-std=c++17", "-fsyntax-only", *(f"-I{p}" for p in include_paths()), "legacy.cpp"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        [
+            "c++",
+            "-std=c++17",
+            "-fsyntax-only",
+            *(f"-I{p}" for p in include_paths()),
+            "legacy.cpp",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode != 0
     assert normalise(message) in normalise(result.stderr), result.stderr

@@ -28,7 +28,9 @@ def chapter_notebooks(args: list[str]) -> list[pathlib.Path]:
         elif path.suffix == ".ipynb" and path.is_file():
             paths.append(path)
         else:
-            raise SystemExit(f"error: expected a notebook or a folder of notebooks, got {arg!r}")
+            raise SystemExit(
+                f"error: expected a notebook or a folder of notebooks, got {arg!r}"
+            )
     return paths
 
 

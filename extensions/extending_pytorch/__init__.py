@@ -1,4 +1,4 @@
-"""Code shared by the chapters of *Extending PyTorch — from tensor ops to CUDA kernels*."""
+"""Code shared by the chapters of the book "Extending PyTorch"."""
 
 from extending_pytorch.benchmarking import keep_freed_memory
 from extending_pytorch.display import show_source

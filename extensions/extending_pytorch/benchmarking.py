@@ -1,4 +1,4 @@
-"""Helpers for honest CPU timings, shared by every chapter that measures speed."""
+"""Helpers for honest CPU timings, shared by the chapters that measure."""
 
 from __future__ import annotations
 
@@ -11,22 +11,27 @@ _M_MMAP_THRESHOLD = -3
 
 
 def keep_freed_memory(limit_bytes: int = 1 << 30) -> bool:
-    """Ask glibc's malloc to keep freed blocks of up to `limit_bytes` instead of returning them to the OS.
+    """Let glibc's malloc keep freed blocks instead of unmapping them.
 
-    By default glibc serves large allocations (a tensor of a few MiB) with a fresh mmap and unmaps them on free,
-    so every new tensor of that size page-faults on first touch. In a loop of tensor ops that cost can exceed the
-    ops themselves and swamp any comparison. Raising the mmap and trim thresholds makes freed memory reusable,
-    as a caching allocator would. Returns True when the setting was applied (Linux with glibc), False elsewhere.
+    By default glibc serves a large allocation (a tensor of a few MiB) with a
+    fresh mmap and unmaps it on free, so every new tensor of that size
+    page-faults on first touch. In a loop of tensor ops that cost can exceed
+    the ops themselves and swamp a comparison. Raising the mmap and trim
+    thresholds to `limit_bytes` makes freed memory reusable, as a caching
+    allocator would.
+
+    Returns True when the setting was applied (Linux with glibc), else False.
     """
     if not sys.platform.startswith("linux"):
         return False
     try:
-        libc = ctypes.CDLL("libc.so.6")
-        mallopt = libc.mallopt
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
     except (OSError, AttributeError):  # not glibc (musl, for example)
         return False
-    # Older glibc caps the mmap threshold at 32 MiB; fall back to that cap if the larger value is refused.
+    # Older glibc caps the mmap threshold at 32 MiB: fall back to that cap.
     for limit in (limit_bytes, 32 << 20):
-        if mallopt(_M_MMAP_THRESHOLD, limit) and mallopt(_M_TRIM_THRESHOLD, 2 * limit):
+        if mallopt(_M_MMAP_THRESHOLD, limit) and mallopt(
+            _M_TRIM_THRESHOLD, 2 * limit
+        ):
             return True
     return False

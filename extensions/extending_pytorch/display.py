@@ -1,20 +1,28 @@
-"""Show source code in a notebook: a Python object, or a file of the repository."""
+"""Show source code in a notebook: a Python object, or a repository file."""
 
 from __future__ import annotations
 
 import inspect
 import pathlib
 
-# The repository root: extensions/extending_pytorch/display.py -> two levels up from the package.
+# extensions/extending_pytorch/display.py -> the repository root.
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
-_LANGUAGES = {".py": "python", ".cpp": "cpp", ".h": "cpp", ".cuh": "cuda", ".cu": "cuda", ".toml": "toml"}
+_LANGUAGES = {
+    ".py": "python",
+    ".cpp": "cpp",
+    ".h": "cpp",
+    ".cu": "cuda",
+    ".cuh": "cuda",
+    ".toml": "toml",
+}
 
 
 class SourceListing:
-    """A block of source code that Jupyter and the book render with syntax highlighting.
+    """Source code that Jupyter and the book show with syntax highlighting.
 
-    Its plain-text form is the code itself, so the stored output is stable and readable anywhere.
+    Its plain-text form is the code itself, so the stored output is stable
+    and readable anywhere.
     """
 
     def __init__(self, code: str, language: str, title: str) -> None:
@@ -30,22 +38,32 @@ class SourceListing:
 
 
 def show_source(obj: object) -> SourceListing:
-    """Return a listing of a function, class or module, or of a file path relative to the repository root.
+    """A listing of a function, class or module, or of a repository file.
 
-    Titles name the file relative to the repository, never a path of the machine running the notebook.
+    `obj` is a Python object, or a path relative to the repository root.
+    Titles name files relative to the repository, never a path of the
+    machine that runs the notebook.
     """
     if isinstance(obj, (str, pathlib.PurePath)):
         path = (REPO_ROOT / obj).resolve()
         if not path.is_file():
-            raise FileNotFoundError(f"obj must name a file relative to the repository root, got {str(obj)!r}")
-        return SourceListing(path.read_text(), _LANGUAGES.get(path.suffix, ""), path.relative_to(REPO_ROOT).as_posix())
+            raise FileNotFoundError(
+                "obj must name a file relative to the repository root, "
+                f"got {str(obj)!r}"
+            )
+        language = _LANGUAGES.get(path.suffix, "")
+        title = path.relative_to(REPO_ROOT).as_posix()
+        return SourceListing(path.read_text(), language, title)
     try:
         code = inspect.getsource(obj)
         path = pathlib.Path(inspect.getsourcefile(obj)).resolve()
     except TypeError as error:
-        raise TypeError(f"obj must be a function, class, module or a file path, got {type(obj).__name__}") from error
+        raise TypeError(
+            "obj must be a function, class, module or a file path, "
+            f"got {type(obj).__name__}"
+        ) from error
     try:
         title = path.relative_to(REPO_ROOT).as_posix()
-    except ValueError:
-        title = f"{getattr(obj, '__module__', '')}.{getattr(obj, '__qualname__', '')}".strip(".")
+    except ValueError:  # installed outside the repository
+        title = getattr(obj, "__qualname__", getattr(obj, "__name__", ""))
     return SourceListing(code, "python", title)

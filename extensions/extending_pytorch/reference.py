@@ -1,11 +1,12 @@
-"""The reference triplet hinge loss: the definition every other chapter checks itself against.
+"""The reference triplet hinge loss, which every other chapter checks against.
 
-For a batch of B triplets (anchor a_i, positive p_i, negative n_i), each a row of D numbers,
+For a batch of B triplets (anchor a_i, positive p_i, negative n_i), each a
+row of D numbers,
 
     d_ap = ||a_i - p_i||^2        d_an = ||a_i - n_i||^2
     loss_i = max(d_ap - d_an, t1) + beta * max(d_ap, t2)
 
-and the batch loss is the mean (or sum) of loss_i. Chapter 1 derives this module step by step.
+and the batch loss is the mean (or sum) of loss_i. Chapter 1 derives it.
 """
 
 from __future__ import annotations
@@ -20,60 +21,83 @@ REDUCTIONS = ("mean", "sum", "none")
 
 
 def _check_real(name: str, value: object) -> float:
-    # bool is a subclass of int in Python; a flag passed by mistake should not become 0.0 or 1.0.
+    # bool is a subclass of int: a flag passed by mistake must not become 1.0.
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+        raise TypeError(
+            f"{name} must be a real number, got {type(value).__name__}"
+        )
     value = float(value)
     if not math.isfinite(value):
         raise ValueError(f"{name} must be finite, got {value}")
     return value
 
 
-def check_hyperparameters(t1: float, t2: float, beta: float, reduction: str) -> tuple[float, float, float, str]:
-    """Validate the loss's hyper-parameters and return them as (float, float, float, str).
+def check_hyperparameters(t1, t2, beta, reduction):
+    """Validate the hyper-parameters; return them as floats and a string.
 
-    Raises TypeError or ValueError naming the argument, what was expected and what was given.
+    Raises TypeError or ValueError naming the argument, what was expected
+    and what was given.
     """
     t1 = _check_real("t1", t1)
     t2 = _check_real("t2", t2)
     beta = _check_real("beta", beta)
     if t1 > 0:
         raise ValueError(
-            f"t1 must be <= 0 (it is minus the margin by which d_an should exceed d_ap), got {t1}"
+            "t1 must be <= 0 (it is minus the margin by which d_an should "
+            f"exceed d_ap), got {t1}"
         )
     if t2 < 0:
         raise ValueError(f"t2 must be >= 0 (a squared distance), got {t2}")
     if beta < 0:
-        raise ValueError(f"beta must be >= 0 (a negative weight would push positives apart), got {beta}")
+        raise ValueError(
+            "beta must be >= 0 (a negative weight would push positives "
+            f"apart), got {beta}"
+        )
     if reduction not in REDUCTIONS:
-        raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+        raise ValueError(
+            f"reduction must be one of {REDUCTIONS}, got {reduction!r}"
+        )
     return t1, t2, beta, reduction
 
 
-def check_triplet_inputs(anchor: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor) -> None:
-    """Check that the three inputs are floating-point (B, D) tensors of one shape, dtype and device."""
+def check_triplet_inputs(anchor, positive, negative) -> None:
+    """Check for floating-point (B, D) tensors of one shape, dtype, device."""
     named = {"anchor": anchor, "positive": positive, "negative": negative}
     for name, tensor in named.items():
         if not isinstance(tensor, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
+            raise TypeError(
+                f"{name} must be a torch.Tensor, got {type(tensor).__name__}"
+            )
         if tensor.dim() != 2:
-            raise ValueError(f"{name} must be 2-D (batch, dim), got {tensor.dim()}-D with shape {tuple(tensor.shape)}")
+            raise ValueError(
+                f"{name} must be 2-D (batch, dim), got {tensor.dim()}-D "
+                f"with shape {tuple(tensor.shape)}"
+            )
         if not tensor.is_floating_point():
-            raise TypeError(f"{name} must have a floating-point dtype, got {tensor.dtype}")
+            raise TypeError(
+                f"{name} must have a floating-point dtype, got {tensor.dtype}"
+            )
     for name in ("positive", "negative"):
         tensor = named[name]
         if tensor.shape != anchor.shape:
             raise ValueError(
-                f"{name} must have the same shape as anchor {tuple(anchor.shape)}, got {tuple(tensor.shape)}"
+                f"{name} must have the same shape as anchor "
+                f"{tuple(anchor.shape)}, got {tuple(tensor.shape)}"
             )
         if tensor.dtype != anchor.dtype:
-            raise TypeError(f"{name} must have the same dtype as anchor ({anchor.dtype}), got {tensor.dtype}")
+            raise TypeError(
+                f"{name} must have the same dtype as anchor "
+                f"({anchor.dtype}), got {tensor.dtype}"
+            )
         if tensor.device != anchor.device:
-            raise ValueError(f"{name} must be on the same device as anchor ({anchor.device}), got {tensor.device}")
+            raise ValueError(
+                f"{name} must be on the same device as anchor "
+                f"({anchor.device}), got {tensor.device}"
+            )
 
 
 def squared_distance(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Row-wise squared Euclidean distance, computed without a square root."""
+    """Row-wise squared Euclidean distance, without a square root."""
     return (x - y).pow(2).sum(dim=-1)
 
 
@@ -87,16 +111,19 @@ def reference_triplet_hinge_loss(
     beta: float,
     reduction: str = "mean",
 ) -> torch.Tensor:
-    """The triplet hinge loss, written with plain tensor ops; autograd supplies the backward.
+    """The triplet hinge loss in plain tensor ops; autograd gives the backward.
 
-    anchor, positive, negative: (B, D) floating-point tensors of one dtype and device.
-    Returns a scalar for reduction "mean" or "sum", and a (B,) tensor for "none".
+    anchor, positive, negative: (B, D) floating-point tensors of one dtype
+    and device. Returns a scalar for reduction "mean" or "sum", and a (B,)
+    tensor for "none".
     """
     t1, t2, beta, reduction = check_hyperparameters(t1, t2, beta, reduction)
     check_triplet_inputs(anchor, positive, negative)
     d_ap = squared_distance(anchor, positive)
     d_an = squared_distance(anchor, negative)
-    per_triplet = torch.clamp(d_ap - d_an, min=t1) + beta * torch.clamp(d_ap, min=t2)
+    push = torch.clamp(d_ap - d_an, min=t1)
+    pull = torch.clamp(d_ap, min=t2)
+    per_triplet = push + beta * pull
     if reduction == "mean":
         return per_triplet.mean()
     if reduction == "sum":
@@ -105,23 +132,34 @@ def reference_triplet_hinge_loss(
 
 
 class TripletHingeLoss(nn.Module):
-    """`reference_triplet_hinge_loss` as a module, in the style of torch's built-in losses.
+    """`reference_triplet_hinge_loss` as a module, like torch's own losses.
 
     Args:
         t1: floor of d_ap - d_an; minus the margin, so <= 0.
-        t2: squared distance under which positives are no longer pulled in; >= 0.
+        t2: squared distance under which positives are not pulled; >= 0.
         beta: weight of the pull term; >= 0.
         reduction: "mean" (default), "sum" or "none".
     """
 
-    def __init__(self, t1: float, t2: float, beta: float, reduction: str = "mean") -> None:
+    def __init__(self, t1, t2, beta, reduction: str = "mean") -> None:
         super().__init__()
-        self.t1, self.t2, self.beta, self.reduction = check_hyperparameters(t1, t2, beta, reduction)
+        self.t1, self.t2, self.beta, self.reduction = check_hyperparameters(
+            t1, t2, beta, reduction
+        )
 
-    def forward(self, anchor: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor) -> torch.Tensor:
+    def forward(self, anchor, positive, negative) -> torch.Tensor:
         return reference_triplet_hinge_loss(
-            anchor, positive, negative, t1=self.t1, t2=self.t2, beta=self.beta, reduction=self.reduction
+            anchor,
+            positive,
+            negative,
+            t1=self.t1,
+            t2=self.t2,
+            beta=self.beta,
+            reduction=self.reduction,
         )
 
     def extra_repr(self) -> str:
-        return f"t1={self.t1}, t2={self.t2}, beta={self.beta}, reduction={self.reduction!r}"
+        return (
+            f"t1={self.t1}, t2={self.t2}, beta={self.beta}, "
+            f"reduction={self.reduction!r}"
+        )
