@@ -298,3 +298,24 @@ def test_show_source_rejects_what_it_cannot_show():
 )
 def test_keep_freed_memory_applies_on_linux_glibc():
     assert ep.keep_freed_memory() is True
+
+
+def test_show_source_selects_lines_of_a_file():
+    listing = ep.show_source(
+        "extensions/extending_pytorch/reference.py",
+        start="def squared_distance(",
+        stop="def reference_triplet_hinge_loss(",
+    )
+    assert listing.code.startswith("def squared_distance(")
+    assert "return (x - y).pow(2).sum(dim=-1)" in listing.code
+    assert "def reference_triplet_hinge_loss(" not in listing.code
+    with pytest.raises(
+        ValueError, match="start marker 'no such line' not found"
+    ):
+        ep.show_source(
+            "extensions/extending_pytorch/reference.py", start="no such line"
+        )
+    with pytest.raises(
+        TypeError, match="start and stop select lines of files only"
+    ):
+        ep.show_source(ep.squared_distance, start="def")

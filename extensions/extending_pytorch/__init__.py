@@ -1,6 +1,6 @@
 """Code shared by the chapters of the book "Extending PyTorch"."""
 
-from extending_pytorch.benchmarking import keep_freed_memory
+from extending_pytorch.benchmarking import keep_freed_memory, timed
 from extending_pytorch.display import show_source
 from extending_pytorch.reference import (
     REDUCTIONS,
@@ -20,4 +20,5 @@ __all__ = [
     "reference_triplet_hinge_loss",
     "show_source",
     "squared_distance",
+    "timed",
 ]

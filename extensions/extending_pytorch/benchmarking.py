@@ -35,3 +35,34 @@ def keep_freed_memory(limit_bytes: int = 1 << 30) -> bool:
         ):
             return True
     return False
+
+
+def timed(
+    stmt: str,
+    names: dict,
+    *,
+    label: str = "",
+    sub_label: str = "",
+    description: str = "",
+    min_run_time: float = 0.5,
+    warmup: int = 3,
+):
+    """Median timing of `stmt` with torch.utils.benchmark, after warm-up.
+
+    `names` are the globals `stmt` uses. The `warmup` runs come first and are
+    discarded: the first calls at a new size pay for growing the heap,
+    touching fresh pages and lazy initialisation, and at large sizes they
+    can take ten times longer than the steady state. Returns a
+    `torch.utils.benchmark.Measurement` (use `.median`, in seconds).
+    """
+    from torch.utils import benchmark
+
+    timer = benchmark.Timer(
+        stmt,
+        globals=names,
+        label=label,
+        sub_label=sub_label,
+        description=description,
+    )
+    timer.timeit(warmup)
+    return timer.blocked_autorange(min_run_time=min_run_time)

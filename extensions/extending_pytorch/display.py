@@ -37,10 +37,32 @@ class SourceListing:
         return f"# {self.title}\n{self.code}"
 
 
-def show_source(obj: object) -> SourceListing:
+def _excerpt(text: str, start: str | None, stop: str | None) -> str:
+    """The lines from the first containing `start` to before `stop`."""
+    lines = text.splitlines()
+    first = 0
+    if start is not None:
+        matches = [i for i, line in enumerate(lines) if start in line]
+        if not matches:
+            raise ValueError(f"start marker {start!r} not found")
+        first = matches[0]
+    last = len(lines)
+    if stop is not None:
+        matches = [i for i in range(first + 1, last) if stop in lines[i]]
+        if not matches:
+            raise ValueError(f"stop marker {stop!r} not found after start")
+        last = matches[0]
+    return "\n".join(lines[first:last]).rstrip() + "\n"
+
+
+def show_source(
+    obj: object, *, start: str | None = None, stop: str | None = None
+) -> SourceListing:
     """A listing of a function, class or module, or of a repository file.
 
     `obj` is a Python object, or a path relative to the repository root.
+    For a file, `start` and `stop` select the lines from the first one
+    containing `start` up to (not including) the next containing `stop`.
     Titles name files relative to the repository, never a path of the
     machine that runs the notebook.
     """
@@ -53,7 +75,10 @@ def show_source(obj: object) -> SourceListing:
             )
         language = _LANGUAGES.get(path.suffix, "")
         title = path.relative_to(REPO_ROOT).as_posix()
-        return SourceListing(path.read_text(), language, title)
+        code = _excerpt(path.read_text(), start, stop)
+        return SourceListing(code, language, title)
+    if start is not None or stop is not None:
+        raise TypeError("start and stop select lines of files only")
     try:
         code = inspect.getsource(obj)
         path = pathlib.Path(inspect.getsourcefile(obj)).resolve()
