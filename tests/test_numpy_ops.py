@@ -15,7 +15,7 @@ from extending_pytorch import numpy_ops
 
 HYPER = dict(t1=-1.0, t2=0.5, beta=0.5)
 TRIPLET_VERSIONS = {
-    "function": numpy_ops.triplet_hinge_loss_function,
+    "function": numpy_ops.triplet_hinge_loss_numpy_function,
     "custom_op": numpy_ops.triplet_hinge_loss_numpy,
 }
 BESSEL_VERSIONS = {
@@ -81,7 +81,7 @@ def test_triplet_boundary_gradient_matches_reference():
 def test_triplet_only_requested_gradients_are_returned():
     a, p, n = torch.randn(3, 4, 2).unbind(0)
     a.requires_grad_()
-    numpy_ops.triplet_hinge_loss_function(a, p, n, **HYPER).backward()
+    numpy_ops.triplet_hinge_loss_numpy_function(a, p, n, **HYPER).backward()
     assert a.grad is not None and p.grad is None and n.grad is None
 
 

@@ -149,7 +149,7 @@ class TripletHingeLossNumpy(Function):
         return (*tensors, None, None, None, None)
 
 
-def triplet_hinge_loss_function(
+def triplet_hinge_loss_numpy_function(
     anchor, positive, negative, *, t1, t2, beta, reduction="mean"
 ) -> Tensor:
     """The loss through `TripletHingeLossNumpy`, arguments checked."""

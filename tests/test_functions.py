@@ -1,0 +1,197 @@
+"""Chapter 3: hand-written backward passes, proven with gradcheck."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.testing import assert_close
+
+import extending_pytorch as ep
+from conftest import requires_cuda, sample_inputs
+from extending_pytorch import functions as fn
+
+HYPER = dict(t1=-1.0, t2=0.5, beta=0.5)
+
+
+def double(*shape, generator=None):
+    return torch.randn(*shape, dtype=torch.float64, generator=generator)
+
+
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_linear_matches_torch_and_passes_gradcheck(with_bias):
+    x, weight = double(5, 3).requires_grad_(), double(4, 3).requires_grad_()
+    args = (
+        (x, weight, double(4).requires_grad_()) if with_bias else (x, weight)
+    )
+    assert_close(fn.LinearFunction.apply(*args), F.linear(*args))
+    assert torch.autograd.gradcheck(fn.LinearFunction.apply, args)
+    assert torch.autograd.gradgradcheck(fn.LinearFunction.apply, args)
+
+
+def test_linear_skips_gradients_nobody_needs():
+    x, weight = double(5, 3).requires_grad_(), double(4, 3)  # frozen weight
+    bias = double(4)
+    fn.LinearFunction.apply(x, weight, bias).sum().backward()
+    assert x.grad is not None and weight.grad is None and bias.grad is None
+
+
+def test_exp_saves_its_output_and_passes_gradcheck():
+    x = double(7).requires_grad_()
+    assert_close(fn.Exp.apply(x), x.exp())
+    assert torch.autograd.gradcheck(fn.Exp.apply, (x,))
+    assert torch.autograd.gradgradcheck(fn.Exp.apply, (x,))
+
+
+def test_exp_refuses_a_backward_after_its_output_changed():
+    x = double(3).requires_grad_()
+    y = fn.Exp.apply(x)
+    y.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+
+
+def test_global_max_pool_matches_adaptive_max_pool():
+    x = double(2, 3, 4, 5).requires_grad_()
+    values, indices = fn.global_max_pool(x)
+    expected, expected_indices = F.adaptive_max_pool2d(
+        x, 1, return_indices=True
+    )
+    assert_close(values, expected)
+    assert torch.equal(indices, expected_indices.reshape(2, 3))
+    assert not indices.requires_grad
+    (grad,) = torch.autograd.grad(values.sum(), x)
+    (expected_grad,) = torch.autograd.grad(expected.sum(), x)
+    assert_close(grad, expected_grad)
+
+
+def test_global_max_pool_passes_gradcheck_and_gradgradcheck():
+    x = double(2, 3, 4, 5).requires_grad_()
+    values_only = lambda t: fn.GlobalMaxPool.apply(t)[0]  # noqa: E731
+    assert torch.autograd.gradcheck(values_only, (x,))
+    assert torch.autograd.gradgradcheck(values_only, (x,))
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (torch.ones(2, 3), "x must be a 4-D (N, C, H, W) tensor, got 2-D"),
+        ([1.0], "x must be a 4-D (N, C, H, W) tensor, got list"),
+        (
+            torch.ones(1, 2, 0, 3),
+            "x must have H * W > 0, got shape (1, 2, 0, 3)",
+        ),
+    ],
+)
+def test_global_max_pool_checks_its_input(bad, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        fn.global_max_pool(bad)
+
+
+def _test_triplet_matches_reference(device):
+    for dtype in (torch.float32, torch.float64):
+        for inputs in sample_inputs(device, requires_grad=True, dtype=dtype):
+            for reduction in ep.REDUCTIONS:
+                expected = ep.reference_triplet_hinge_loss(
+                    *inputs, **HYPER, reduction=reduction
+                )
+                actual = fn.triplet_hinge_loss_function(
+                    *inputs, **HYPER, reduction=reduction
+                )
+                assert_close(actual, expected)
+                grads = torch.autograd.grad(actual.sum(), inputs)
+                ref_grads = torch.autograd.grad(expected.sum(), inputs)
+                for grad, ref_grad in zip(grads, ref_grads):
+                    assert_close(grad, ref_grad)
+
+
+def test_triplet_matches_reference_cpu():
+    _test_triplet_matches_reference("cpu")
+
+
+@requires_cuda
+def test_triplet_matches_reference_cuda():
+    _test_triplet_matches_reference("cuda")
+
+
+@pytest.mark.parametrize("reduction", ep.REDUCTIONS)
+def test_triplet_gradcheck_and_gradgradcheck(reduction):
+    loss = lambda a, p, n: fn.triplet_hinge_loss_function(  # noqa: E731
+        a, p, n, **HYPER, reduction=reduction
+    )
+    for inputs in sample_inputs(
+        "cpu", requires_grad=True, dtype=torch.float64
+    ):
+        assert torch.autograd.gradcheck(loss, inputs)
+        assert torch.autograd.gradgradcheck(loss, inputs)
+
+
+def test_triplet_gradient_on_the_boundaries_equals_the_reference_exactly():
+    # Integer-valued rows put triplets exactly on d_ap - d_an = t1 and d_ap = t2.
+    anchor = torch.tensor([[0.0, 0.0], [0.0, 0.0], [1.0, 1.0]])
+    positive = torch.tensor([[1.0, 0.0], [1.0, 1.0], [1.0, 2.0]])
+    negative = torch.tensor([[2.0, 0.0], [0.0, 2.0], [3.0, 1.0]])
+    settings = dict(t1=-3.0, t2=1.0, beta=0.5)
+    inputs = [t.clone().requires_grad_() for t in (anchor, positive, negative)]
+    grads = torch.autograd.grad(
+        fn.triplet_hinge_loss_function(*inputs, **settings), inputs
+    )
+    ref_grads = torch.autograd.grad(
+        ep.reference_triplet_hinge_loss(*inputs, **settings), inputs
+    )
+    for grad, ref_grad in zip(grads, ref_grads):
+        assert torch.equal(grad, ref_grad)
+
+
+def test_triplet_works_with_torch_func_per_sample_gradients():
+    generator = torch.Generator().manual_seed(0)
+    weight = torch.randn(6, 4, generator=generator)
+    xa, xp, xn = torch.randn(3, 9, 4, generator=generator).unbind(0)
+
+    def one_triplet(w, a, p, n):
+        embed = lambda x: (x @ w.T)[None]  # noqa: E731
+        return fn.triplet_hinge_loss_function(
+            embed(a), embed(p), embed(n), **HYPER
+        )
+
+    per_sample = torch.func.vmap(
+        torch.func.grad(one_triplet), in_dims=(None, 0, 0, 0)
+    )(weight, xa, xp, xn)
+    assert per_sample.shape == (9, 6, 4)
+    for i in range(9):
+        w = weight.clone().requires_grad_()
+        loss = ep.reference_triplet_hinge_loss(
+            xa[i : i + 1] @ w.T,
+            xp[i : i + 1] @ w.T,
+            xn[i : i + 1] @ w.T,
+            **HYPER,
+        )
+        assert_close(per_sample[i], torch.autograd.grad(loss, w)[0])
+
+
+def test_triplet_saves_no_new_memory_for_backward():
+    inputs = [t.requires_grad_() for t in torch.randn(3, 16, 8).unbind(0)]
+    input_storages = {t.untyped_storage().data_ptr() for t in inputs}
+    saved = []
+
+    def pack(tensor):
+        saved.append(tensor.untyped_storage().data_ptr() in input_storages)
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn.triplet_hinge_loss_function(*inputs, **HYPER)
+    assert saved == [True, True, True]
+
+
+def test_module_matches_the_reference_module():
+    settings = dict(t1=-0.5, t2=0.1, beta=0.3, reduction="sum")
+    module = fn.HandwrittenTripletHingeLoss(**settings)
+    assert repr(module) == (
+        "HandwrittenTripletHingeLoss(t1=-0.5, t2=0.1, beta=0.3, reduction='sum')"
+    )
+    inputs = torch.randn(3, 5, 4).unbind(0)
+    assert_close(module(*inputs), ep.TripletHingeLoss(**settings)(*inputs))
+    with pytest.raises(ValueError, match=re.escape("beta must be >= 0")):
+        fn.HandwrittenTripletHingeLoss(t1=-1, t2=0, beta=-1)
