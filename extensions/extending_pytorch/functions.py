@@ -13,10 +13,11 @@ Each Function here is derived in chapter 3 and checked there with gradcheck:
 from __future__ import annotations
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 from torch.autograd import Function
 
 from extending_pytorch.reference import (
+    TripletHingeLoss,
     check_hyperparameters,
     check_triplet_inputs,
 )
@@ -174,14 +175,11 @@ def triplet_hinge_loss_function(
     )
 
 
-class HandwrittenTripletHingeLoss(nn.Module):
-    """`TripletHingeLossFunction` as a module; same settings as chapter 1's."""
+class HandwrittenTripletHingeLoss(TripletHingeLoss):
+    """Chapter 1's module, computing the loss with `TripletHingeLossFunction`.
 
-    def __init__(self, t1, t2, beta, reduction: str = "mean") -> None:
-        super().__init__()
-        self.t1, self.t2, self.beta, self.reduction = check_hyperparameters(
-            t1, t2, beta, reduction
-        )
+    Settings, their checks and `extra_repr` are inherited unchanged.
+    """
 
     def forward(self, anchor, positive, negative) -> Tensor:
         return triplet_hinge_loss_function(
@@ -192,10 +190,4 @@ class HandwrittenTripletHingeLoss(nn.Module):
             t2=self.t2,
             beta=self.beta,
             reduction=self.reduction,
-        )
-
-    def extra_repr(self) -> str:
-        return (
-            f"t1={self.t1}, t2={self.t2}, beta={self.beta}, "
-            f"reduction={self.reduction!r}"
         )
