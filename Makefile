@@ -1,7 +1,11 @@
 # Extending PyTorch — from tensor ops to CUDA kernels
 #
-#   make test      create/update .venv, then run every notebook under strict nbval, plus tests/
-#   make book      create/update .venv, then build the site into _build/html (warnings fail it)
+#   make test      create/update .venv, build the C++ extensions, then run every notebook under
+#                  strict nbval, plus tests/
+#   make book      create/update .venv, then build the site into _build/html (warnings fail it);
+#                  needs no compiler: the site shows the notebooks' stored outputs
+#   make build     compile the C++ extensions ahead of time (pip install --no-build-isolation -e)
+#   make bench     benchmark the triplet loss implementations; prints a table, writes .bench/cpu.json
 #   make execute   re-run every notebook in place, top to bottom, storing fresh outputs
 #   make clean     remove the site, caches and extension builds (keeps .venv)
 #
@@ -11,36 +15,46 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-requirements
+NATIVE_STAMP := $(VENV)/.built-extensions
+NATIVE_SOURCES := extensions/setup.py extensions/extending_pytorch/build_flags.py \
+	$(wildcard extensions/csrc/*.cpp extensions/csrc/*.h)
 NOTEBOOKS ?= notebooks
 NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: test book execute nbval clean check-python check-compiler
+.PHONY: test book build bench execute clean check-python check-compiler
 
-test: $(STAMP) check-compiler
+test: $(NATIVE_STAMP)
 	$(BIN)/python -m pytest $(NBVAL_FLAGS) $(NOTEBOOKS) tests
 
-# Strict nbval over the notebooks alone (tests/ use this target to prove that nbval is strict).
-nbval: $(STAMP)
-	$(BIN)/python -m pytest $(NBVAL_FLAGS) $(PYTEST_EXTRA) $(NOTEBOOKS)
+build: $(NATIVE_STAMP)
+
+bench: $(NATIVE_STAMP)
+	$(BIN)/python -m extending_pytorch.bench --output .bench/cpu.json
 
 book: $(STAMP)
 	$(BIN)/jupyter-book build . -W -n --keep-going
 	@echo
 	@echo "The book is in _build/html. Open _build/html/index.html in a browser."
 
-execute: $(STAMP) check-compiler
+execute: $(NATIVE_STAMP)
 	$(BIN)/python tools/execute_notebooks.py $(NOTEBOOKS)
 
 clean:
-	rm -rf _build .pytest_cache .hypothesis extensions/build extensions/*.egg-info
+	rm -rf _build .pytest_cache .hypothesis .bench extensions/build extensions/*.egg-info
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -exec rm -rf {} +
 	find extensions -name '*.so' -delete
+	rm -f $(NATIVE_STAMP)
 
 # The virtual environment is rebuilt only when requirements.txt or the package metadata change.
 $(STAMP): requirements.txt extensions/pyproject.toml | check-python
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || { \
 	  echo "error: '$(PYTHON) -m venv' failed. On Debian/Ubuntu install the venv module: apt-get install python3-venv" >&2; exit 1; }
 	$(BIN)/python -m pip install --quiet -r requirements.txt
+	EXTENDING_PYTORCH_SKIP_NATIVE=1 $(BIN)/python -m pip install --quiet --no-build-isolation -e extensions
+	@touch $@
+
+# The C++ extensions, compiled against the torch in .venv; rebuilt when their sources change.
+$(NATIVE_STAMP): $(STAMP) $(NATIVE_SOURCES) | check-compiler
 	$(BIN)/python -m pip install --quiet --no-build-isolation -e extensions
 	@touch $@
 

@@ -46,10 +46,13 @@ def timed(
     description: str = "",
     min_run_time: float = 0.5,
     warmup: int = 3,
+    num_threads: int = 1,
 ):
     """Median timing of `stmt` with torch.utils.benchmark, after warm-up.
 
-    `names` are the globals `stmt` uses. The `warmup` runs come first and are
+    `names` are the globals `stmt` uses; `num_threads` the number of threads
+    torch may use while timing (one by default, as in torch.utils.benchmark).
+    The `warmup` runs come first and are
     discarded: the first calls at a new size pay for growing the heap,
     touching fresh pages and lazy initialisation, and at large sizes they
     can take ten times longer than the steady state. Returns a
@@ -63,6 +66,7 @@ def timed(
         label=label,
         sub_label=sub_label,
         description=description,
+        num_threads=num_threads,
     )
     timer.timeit(warmup)
     return timer.blocked_autorange(min_run_time=min_run_time)

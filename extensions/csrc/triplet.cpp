@@ -1,0 +1,323 @@
+// The fused triplet hinge loss on the CPU, registered as the operator
+// extending_pytorch::triplet_hinge_loss (and its backward) with TORCH_LIBRARY.
+//
+// One pass over each row computes both squared distances; the backward makes
+// one more pass that recomputes them and writes all three gradients. Rows are
+// spread over threads with at::parallel_for. Rows with a unit inner stride
+// (any row stride, 0 included) take a vectorised path; other layouts a strided
+// scalar path, so no input is copied.
+#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
+#include <ATen/Parallel.h>
+#include <ATen/cpu/vec/functional.h>
+#include <ATen/cpu/vec/vec.h>
+#include <torch/library.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+
+#include "triplet_checks.h"
+#include "triplet_math.h"
+
+namespace extending_pytorch {
+namespace {
+
+// Gradients larger than this (in bytes, all three together) are written with
+// streaming stores: about the size of a laptop's last-level cache.
+constexpr std::size_t kStreamingThresholdBytes = std::size_t{8} << 20;
+
+// Rows per task for at::parallel_for: enough work (~32K elements) that
+// scheduling costs little, few enough that both cores get work.
+int64_t grain_size(int64_t dim) {
+  return std::max<int64_t>(1, 32768 / std::max<int64_t>(dim, 1));
+}
+
+// One row of a (B, D) tensor: its first element and the stride between elements.
+template <typename scalar_t>
+struct Row {
+  const scalar_t* data;
+  int64_t stride;
+  const scalar_t& operator[](int64_t j) const { return data[j * stride]; }
+};
+
+template <typename scalar_t>
+Row<scalar_t> row(const at::Tensor& t, const scalar_t* base, int64_t i) {
+  return {base + i * t.stride(0), t.stride(1)};
+}
+
+// A row whose elements are adjacent: the stride is 1 at compile time.
+template <typename scalar_t>
+struct Row1 {
+  const scalar_t* data;
+  const scalar_t& operator[](int64_t j) const { return data[j]; }
+};
+
+// dL/da, dL/dp, dL/dn of one row, from the row's two gradient weights.
+template <typename scalar_t, typename acc_t, typename RowT>
+void write_row_gradients(RowT a, RowT p, RowT n, int64_t begin, int64_t dim,
+                         TripletWeights<acc_t> w, scalar_t* __restrict__ grad_a,
+                         scalar_t* __restrict__ grad_p, scalar_t* __restrict__ grad_n) {
+  for (int64_t j = begin; j < dim; ++j) {
+    const acc_t av = static_cast<acc_t>(a[j]);
+    const acc_t grad_pj = -w.w_ap * (av - static_cast<acc_t>(p[j]));
+    const acc_t grad_nj = w.w_an * (av - static_cast<acc_t>(n[j]));
+    grad_p[j] = static_cast<scalar_t>(grad_pj);
+    grad_n[j] = static_cast<scalar_t>(grad_nj);
+    grad_a[j] = static_cast<scalar_t>(-(grad_pj + grad_nj));
+  }
+}
+
+// Stores one register. A streaming (non-temporal) store writes to memory
+// without first reading the destination's cache line, which an ordinary store
+// must do: for outputs too large to stay in cache that saves a third of the
+// memory traffic. It needs an aligned address and AVX2.
+template <typename scalar_t>
+void store(const at::vec::Vectorized<scalar_t>& value, scalar_t* ptr, bool streaming) {
+#if defined(CPU_CAPABILITY_AVX2)
+  if (streaming && reinterpret_cast<std::uintptr_t>(ptr) % 32 == 0) {
+    if constexpr (std::is_same_v<scalar_t, float>) {
+      _mm256_stream_ps(ptr, value);
+      return;
+    } else if constexpr (std::is_same_v<scalar_t, double>) {
+      _mm256_stream_pd(ptr, value);
+      return;
+    }
+  }
+#endif
+  (void)streaming;
+  value.store(ptr);
+}
+
+// Makes streaming stores visible to other threads before the kernel returns.
+void finish_streaming_stores() {
+#if defined(CPU_CAPABILITY_AVX2)
+  _mm_sfence();
+#endif
+}
+
+// The same for a contiguous float or double row, one SIMD register at a time.
+template <typename scalar_t>
+void write_row_gradients_contiguous(const scalar_t* a, const scalar_t* p, const scalar_t* n,
+                                    int64_t dim, TripletWeights<scalar_t> w,
+                                    scalar_t* grad_a, scalar_t* grad_p, scalar_t* grad_n,
+                                    bool streaming) {
+  using Vec = at::vec::Vectorized<scalar_t>;
+  const Vec w_ap(w.w_ap), w_an(w.w_an);
+  int64_t j = 0;
+  for (; j + Vec::size() <= dim; j += Vec::size()) {
+    const Vec av = Vec::loadu(a + j);
+    const Vec gp = (Vec::loadu(p + j) - av) * w_ap;  // -w_ap (a - p)
+    const Vec gn = (av - Vec::loadu(n + j)) * w_an;  //  w_an (a - n)
+    store(gp, grad_p + j, streaming);
+    store(gn, grad_n + j, streaming);
+    store(Vec(0) - (gp + gn), grad_a + j, streaming);
+  }
+  write_row_gradients<scalar_t, scalar_t>(Row1<scalar_t>{a}, Row1<scalar_t>{p},
+                                          Row1<scalar_t>{n}, j, dim, w, grad_a, grad_p,
+                                          grad_n);
+}
+
+// Squared distances of one row, any element stride, accumulated in acc_t.
+template <typename scalar_t, typename acc_t>
+void distances_strided(Row<scalar_t> a, Row<scalar_t> p, Row<scalar_t> n,
+                       int64_t dim, acc_t& d_ap, acc_t& d_an) {
+  acc_t sum_p = 0, sum_n = 0;
+  for (int64_t j = 0; j < dim; ++j) {
+    const acc_t av = static_cast<acc_t>(a[j]);
+    const acc_t dp = av - static_cast<acc_t>(p[j]);
+    const acc_t dn = av - static_cast<acc_t>(n[j]);
+    sum_p += dp * dp;
+    sum_n += dn * dn;
+  }
+  d_ap = sum_p;
+  d_an = sum_n;
+}
+
+// Squared distances of one contiguous row, with SIMD registers (float, double).
+template <typename scalar_t>
+void distances_contiguous(const scalar_t* a, const scalar_t* p, const scalar_t* n,
+                          int64_t dim, scalar_t& d_ap, scalar_t& d_an) {
+  using Vec = at::vec::Vectorized<scalar_t>;
+  constexpr int64_t width = Vec::size();
+  // Two accumulators per distance hide the latency of the fused multiply-adds.
+  Vec acc_p0(0), acc_p1(0), acc_n0(0), acc_n1(0);
+  int64_t j = 0;
+  for (; j + 2 * width <= dim; j += 2 * width) {
+    const Vec a0 = Vec::loadu(a + j), a1 = Vec::loadu(a + j + width);
+    const Vec dp0 = a0 - Vec::loadu(p + j), dp1 = a1 - Vec::loadu(p + j + width);
+    const Vec dn0 = a0 - Vec::loadu(n + j), dn1 = a1 - Vec::loadu(n + j + width);
+    acc_p0 = at::vec::fmadd(dp0, dp0, acc_p0);
+    acc_p1 = at::vec::fmadd(dp1, dp1, acc_p1);
+    acc_n0 = at::vec::fmadd(dn0, dn0, acc_n0);
+    acc_n1 = at::vec::fmadd(dn1, dn1, acc_n1);
+  }
+  scalar_t sum_p = at::vec::vec_reduce_all<scalar_t>(
+      [](Vec x, Vec y) { return x + y; }, acc_p0 + acc_p1);
+  scalar_t sum_n = at::vec::vec_reduce_all<scalar_t>(
+      [](Vec x, Vec y) { return x + y; }, acc_n0 + acc_n1);
+  for (; j < dim; ++j) {
+    const scalar_t dp = a[j] - p[j];
+    const scalar_t dn = a[j] - n[j];
+    sum_p += dp * dp;
+    sum_n += dn * dn;
+  }
+  d_ap = sum_p;
+  d_an = sum_n;
+}
+
+
+template <typename scalar_t>
+constexpr bool is_vectorised() {
+  return std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>;
+}
+
+// All three gradients of row i, taking the vectorised path when it can.
+template <typename scalar_t, typename acc_t>
+void row_gradients(Row<scalar_t> a, Row<scalar_t> p, Row<scalar_t> n, int64_t dim,
+                   TripletWeights<acc_t> w, scalar_t* grad_a, scalar_t* grad_p,
+                   scalar_t* grad_n, bool contiguous_rows, bool streaming) {
+  if constexpr (is_vectorised<scalar_t>()) {
+    if (contiguous_rows) {
+      write_row_gradients_contiguous<scalar_t>(a.data, p.data, n.data, dim, w, grad_a,
+                                               grad_p, grad_n, streaming);
+      return;
+    }
+  }
+  write_row_gradients<scalar_t, acc_t>(a, p, n, 0, dim, w, grad_a, grad_p, grad_n);
+}
+
+bool unit_inner_stride(const at::Tensor& t) {
+  return t.size(1) <= 1 || t.stride(1) == 1;
+}
+
+// Both squared distances of row i, taking the vectorised path when it can.
+template <typename scalar_t, typename acc_t>
+void row_distances(const at::Tensor& anchor, const at::Tensor& positive,
+                   const at::Tensor& negative, const scalar_t* a, const scalar_t* p,
+                   const scalar_t* n, int64_t i, bool contiguous_rows,
+                   acc_t& d_ap, acc_t& d_an) {
+  const int64_t dim = anchor.size(1);
+  if constexpr (is_vectorised<scalar_t>()) {
+    if (contiguous_rows) {
+      distances_contiguous<scalar_t>(a + i * anchor.stride(0), p + i * positive.stride(0),
+                                     n + i * negative.stride(0), dim, d_ap, d_an);
+      return;
+    }
+  }
+  distances_strided<scalar_t, acc_t>(row(anchor, a, i), row(positive, p, i),
+                                     row(negative, n, i), dim, d_ap, d_an);
+}
+
+at::Tensor reduce_losses(const at::Tensor& per_triplet, std::string_view reduction) {
+  if (reduction == "none") {
+    return per_triplet;
+  }
+  // Summing the B per-triplet values with ATen keeps the result deterministic
+  // and matches the reference's own reduction.
+  return reduction == "sum" ? per_triplet.sum() : per_triplet.mean();
+}
+
+}  // namespace
+
+at::Tensor triplet_forward_cpu(const at::Tensor& anchor, const at::Tensor& positive,
+                               const at::Tensor& negative, double t1, double t2,
+                               double beta, c10::string_view reduction) {
+  check_triplet_inputs(anchor, positive, negative, t1, t2, beta, reduction);
+  const int64_t batch = anchor.size(0);
+  at::Tensor per_triplet = at::empty({batch}, anchor.options());
+  const TripletParams params{t1, t2, beta};
+  const bool contiguous_rows = unit_inner_stride(anchor) && unit_inner_stride(positive) &&
+                               unit_inner_stride(negative);
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, anchor.scalar_type(), "triplet_forward_cpu", [&] {
+        using acc_t = at::opmath_type<scalar_t>;  // float for half and bfloat16
+        const scalar_t* a = anchor.const_data_ptr<scalar_t>();
+        const scalar_t* p = positive.const_data_ptr<scalar_t>();
+        const scalar_t* n = negative.const_data_ptr<scalar_t>();
+        scalar_t* out = per_triplet.mutable_data_ptr<scalar_t>();
+        at::parallel_for(0, batch, grain_size(anchor.size(1)), [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i) {
+            acc_t d_ap, d_an;
+            row_distances<scalar_t, acc_t>(anchor, positive, negative, a, p, n, i,
+                                           contiguous_rows, d_ap, d_an);
+            out[i] = static_cast<scalar_t>(triplet_loss<acc_t>(d_ap, d_an, params));
+          }
+        });
+      });
+  return reduce_losses(per_triplet, reduction);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> triplet_backward_cpu(
+    const at::Tensor& grad_output, const at::Tensor& anchor, const at::Tensor& positive,
+    const at::Tensor& negative, double t1, double t2, double beta,
+    c10::string_view reduction) {
+  check_triplet_inputs(anchor, positive, negative, t1, t2, beta, reduction);
+  check_grad_output(grad_output, anchor, reduction);
+  const int64_t batch = anchor.size(0);
+  const int64_t dim = anchor.size(1);
+  // Gradients are fresh contiguous (B, D) tensors, whatever the inputs' strides.
+  at::Tensor grad_a = at::empty({batch, dim}, anchor.options());
+  at::Tensor grad_p = at::empty({batch, dim}, anchor.options());
+  at::Tensor grad_n = at::empty({batch, dim}, anchor.options());
+  const TripletParams params{t1, t2, beta};
+  const bool contiguous_rows = unit_inner_stride(anchor) && unit_inner_stride(positive) &&
+                               unit_inner_stride(negative);
+  // dL/dloss_i: one value per row for "none"; a scalar, divided by B for "mean".
+  const at::Tensor g = grad_output.contiguous();
+  const bool per_row = reduction == "none";
+  const double scale = reduction == "mean" && batch > 0 ? 1.0 / batch : 1.0;
+  // Stream the gradients past the caches when they could not stay there anyway.
+  const bool streaming = grad_a.nbytes() * 3 > kStreamingThresholdBytes;
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, anchor.scalar_type(), "triplet_backward_cpu", [&] {
+        using acc_t = at::opmath_type<scalar_t>;
+        const scalar_t* a = anchor.const_data_ptr<scalar_t>();
+        const scalar_t* p = positive.const_data_ptr<scalar_t>();
+        const scalar_t* n = negative.const_data_ptr<scalar_t>();
+        const scalar_t* g_data = g.const_data_ptr<scalar_t>();
+        scalar_t* ga = grad_a.mutable_data_ptr<scalar_t>();
+        scalar_t* gp = grad_p.mutable_data_ptr<scalar_t>();
+        scalar_t* gn = grad_n.mutable_data_ptr<scalar_t>();
+        at::parallel_for(0, batch, grain_size(dim), [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i) {
+            acc_t d_ap, d_an;
+            row_distances<scalar_t, acc_t>(anchor, positive, negative, a, p, n, i,
+                                           contiguous_rows, d_ap, d_an);
+            const acc_t g_i = static_cast<acc_t>(g_data[per_row ? i : 0]) *
+                              static_cast<acc_t>(scale);
+            const TripletWeights<acc_t> w = triplet_weights<acc_t>(d_ap, d_an, g_i, params);
+            // A second pass over the row, which is still in the L1 cache.
+            const Row<scalar_t> ar = row(anchor, a, i), pr = row(positive, p, i),
+                                nr = row(negative, n, i);
+            row_gradients<scalar_t, acc_t>(ar, pr, nr, dim, w, ga + i * dim, gp + i * dim,
+                                           gn + i * dim, contiguous_rows, streaming);
+          }
+          finish_streaming_stores();
+        });
+      });
+  return {grad_a, grad_p, grad_n};
+}
+
+// The schemas: what Python, autograd and torch.compile see. float is a C++
+// double, str a c10::string_view.
+TORCH_LIBRARY(extending_pytorch, m) {
+  m.def(
+      "triplet_hinge_loss(Tensor anchor, Tensor positive, Tensor negative, "
+      "float t1, float t2, float beta, str reduction=\"mean\") -> Tensor");
+  m.def(
+      "triplet_hinge_loss_backward(Tensor grad_output, Tensor anchor, "
+      "Tensor positive, Tensor negative, float t1, float t2, float beta, "
+      "str reduction) -> (Tensor, Tensor, Tensor)");
+}
+
+// The CPU kernels; chapter 5 registers the CUDA ones for the same schemas.
+TORCH_LIBRARY_IMPL(extending_pytorch, CPU, m) {
+  m.impl("triplet_hinge_loss", &triplet_forward_cpu);
+  m.impl("triplet_hinge_loss_backward", &triplet_backward_cpu);
+}
+
+}  // namespace extending_pytorch

@@ -1,0 +1,62 @@
+// Input checks shared by every backend of extending_pytorch::triplet_hinge_loss.
+// Each TORCH_CHECK names the argument, what was expected and what was given.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <string_view>
+
+namespace extending_pytorch {
+
+inline void check_triplet_inputs(const at::Tensor& anchor, const at::Tensor& positive,
+                                 const at::Tensor& negative, double t1, double t2,
+                                 double beta, std::string_view reduction) {
+  const std::pair<const char*, const at::Tensor*> inputs[] = {
+      {"anchor", &anchor}, {"positive", &positive}, {"negative", &negative}};
+  for (const auto& [name, tensor] : inputs) {
+    TORCH_CHECK(tensor->dim() == 2, "triplet_hinge_loss: ", name,
+                " must be 2-D (batch, dim), got ", tensor->dim(), "-D with shape ",
+                tensor->sizes());
+    TORCH_CHECK(at::isFloatingType(tensor->scalar_type()), "triplet_hinge_loss: ", name,
+                " must have a floating-point dtype, got ", tensor->scalar_type());
+  }
+  for (const auto& [name, tensor] : {inputs[1], inputs[2]}) {
+    TORCH_CHECK(tensor->sizes() == anchor.sizes(), "triplet_hinge_loss: ", name,
+                " must have the same shape as anchor ", anchor.sizes(), ", got ",
+                tensor->sizes());
+    TORCH_CHECK(tensor->scalar_type() == anchor.scalar_type(), "triplet_hinge_loss: ",
+                name, " must have the same dtype as anchor (", anchor.scalar_type(),
+                "), got ", tensor->scalar_type());
+    TORCH_CHECK(tensor->device() == anchor.device(), "triplet_hinge_loss: ", name,
+                " must be on the same device as anchor (", anchor.device(), "), got ",
+                tensor->device());
+  }
+  TORCH_CHECK(reduction == "mean" || reduction == "sum" || reduction == "none",
+              "triplet_hinge_loss: reduction must be 'mean', 'sum' or 'none', got '",
+              reduction, "'");
+  TORCH_CHECK(std::isfinite(t1) && std::isfinite(t2) && std::isfinite(beta),
+              "triplet_hinge_loss: t1, t2 and beta must be finite, got t1=", t1,
+              ", t2=", t2, ", beta=", beta);
+}
+
+inline void check_grad_output(const at::Tensor& grad_output, const at::Tensor& anchor,
+                              std::string_view reduction) {
+  if (reduction == "none") {
+    TORCH_CHECK(grad_output.dim() == 1 && grad_output.size(0) == anchor.size(0),
+                "triplet_hinge_loss_backward: grad_output must have shape (",
+                anchor.size(0), ",) for reduction='none', got ", grad_output.sizes());
+  } else {
+    TORCH_CHECK(grad_output.numel() == 1,
+                "triplet_hinge_loss_backward: grad_output must be a scalar for reduction='",
+                reduction, "', got shape ", grad_output.sizes());
+  }
+  TORCH_CHECK(grad_output.scalar_type() == anchor.scalar_type(),
+              "triplet_hinge_loss_backward: grad_output must have the dtype of anchor (",
+              anchor.scalar_type(), "), got ", grad_output.scalar_type());
+  TORCH_CHECK(grad_output.device() == anchor.device(),
+              "triplet_hinge_loss_backward: grad_output must be on the device of anchor (",
+              anchor.device(), "), got ", grad_output.device());
+}
+
+}  // namespace extending_pytorch

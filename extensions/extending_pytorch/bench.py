@@ -1,0 +1,218 @@
+"""Benchmark the triplet hinge loss implementations, as `make bench` does.
+
+    python -m extending_pytorch.bench [--output FILE] [--quick]
+
+For each size (B, D) it times, in float32 on all of torch's CPU threads:
+
+- eager: the chapter-1 reference, autograd's composite of tensor ops;
+- compile: `torch.compile` of that same function (one compiled copy per size);
+- function: the chapter-3 `TripletHingeLossFunction`;
+- cpp: the chapter-4 C++ operator,
+
+each for the forward pass alone and for forward + backward (gradients of all
+three inputs, by `torch.autograd.grad`, so nothing accumulates into `.grad`).
+In the same run it measures the copy bandwidth at the size of the data, which
+gives a floor: a forward reads 3 B D numbers, and a separate forward and
+backward must move at least 9 B D (read the inputs twice, write 3 gradients).
+
+Machines are noisy, so every implementation is timed once per round, rounds
+are interleaved, and each result is the median over rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import platform
+import statistics
+
+import torch
+
+from extending_pytorch.benchmarking import keep_freed_memory, timed
+from extending_pytorch.reference import reference_triplet_hinge_loss
+
+SETTINGS = dict(t1=-1.0, t2=0.5, beta=0.5)
+TASKS = ("forward", "forward+backward")
+# Numbers of B x D elements each task must move at least (see the docstring).
+FLOOR_ELEMENTS = {"forward": 3, "forward+backward": 9}
+DEFAULT_SIZES = [(b, d) for d in (128, 512) for b in (256, 1024, 4096, 16384)]
+QUICK_SIZES = [(1024, 512), (4096, 512)]
+
+
+def implementations() -> dict:
+    """Name -> a function that, given a size, returns the loss function."""
+    from extending_pytorch.functions import triplet_hinge_loss_function
+    from extending_pytorch.ops import triplet_hinge_loss
+
+    return {
+        "eager": lambda: reference_triplet_hinge_loss,
+        # A fresh compiled copy per size: one copy recompiling for every
+        # shape would hit the recompile limit and silently fall back to eager.
+        "compile": lambda: torch.compile(reference_triplet_hinge_loss),
+        "function": lambda: triplet_hinge_loss_function,
+        "cpp": lambda: triplet_hinge_loss,
+    }
+
+
+def _forward(loss_fn, inputs):
+    loss_fn(*inputs, **SETTINGS)
+
+
+def _forward_backward(loss_fn, inputs):
+    torch.autograd.grad(loss_fn(*inputs, **SETTINGS), inputs)
+
+
+def measure_size(batch, dim, *, rounds=3, min_run_time=0.2, names=None):
+    """Median seconds per (implementation, task), and the copy bandwidth."""
+    generator = torch.Generator().manual_seed(0)
+    data = torch.randn(3, batch, dim, generator=generator).unbind(0)
+    inputs = {
+        "forward": list(data),
+        "forward+backward": [t.clone().requires_grad_() for t in data],
+    }
+    factories = implementations()
+    functions = {name: factories[name]() for name in names or factories}
+    threads = torch.get_num_threads()
+    source = torch.randn(3 * batch * dim, generator=generator)
+    target = torch.empty_like(source)
+    times = {(name, task): [] for name in functions for task in TASKS}
+    copies = []
+    for _ in range(rounds):
+        for name, loss_fn in functions.items():
+            for task, run in zip(TASKS, (_forward, _forward_backward)):
+                names_ = dict(run=run, loss_fn=loss_fn, inputs=inputs[task])
+                m = timed(
+                    "run(loss_fn, inputs)",
+                    names_,
+                    min_run_time=min_run_time,
+                    num_threads=threads,
+                )
+                times[name, task].append(m.median)
+        m = timed(
+            "target.copy_(source)",
+            dict(target=target, source=source),
+            min_run_time=min_run_time,
+            num_threads=threads,
+        )
+        copies.append(m.median)
+    copy_seconds = statistics.median(copies)
+    copy_gbps = 2 * source.numel() * source.element_size() / copy_seconds / 1e9
+    records = []
+    for (name, task), samples in times.items():
+        seconds = statistics.median(samples)
+        floor_bytes = (
+            FLOOR_ELEMENTS[task] * batch * dim * source.element_size()
+        )
+        gbps = floor_bytes / seconds / 1e9
+        records.append(
+            dict(
+                implementation=name,
+                task=task,
+                batch=batch,
+                dim=dim,
+                seconds=seconds,
+                floor_bytes=floor_bytes,
+                gbps=gbps,
+                copy_gbps=copy_gbps,
+                fraction_of_copy=gbps / copy_gbps,
+            )
+        )
+    return records
+
+
+def run(
+    sizes=DEFAULT_SIZES, *, rounds=3, min_run_time=0.2, names=None
+) -> dict:
+    """Benchmark every size: a JSON-ready dict, with the machine's details."""
+    keep_freed_memory()
+    records = []
+    for batch, dim in sizes:
+        records += measure_size(
+            batch, dim, rounds=rounds, min_run_time=min_run_time, names=names
+        )
+    return dict(
+        machine=dict(
+            processor=platform.processor() or platform.machine(),
+            threads=torch.get_num_threads(),
+            torch=torch.__version__,
+            python=platform.python_version(),
+        ),
+        dtype="float32",
+        settings=SETTINGS,
+        records=records,
+    )
+
+
+def ratios(records, batch, dim, task="forward+backward", of="cpp") -> dict:
+    """How many times faster `of` is than each implementation, at one size."""
+    at = {
+        r["implementation"]: r
+        for r in records
+        if r["batch"] == batch and r["dim"] == dim and r["task"] == task
+    }
+    mine = at[of]
+    result = {
+        name: r["seconds"] / mine["seconds"]
+        for name, r in at.items()
+        if name != of
+    }
+    result["fraction_of_copy"] = mine["fraction_of_copy"]
+    return result
+
+
+def table(records) -> str:
+    """A text table: median milliseconds, and GB/s of floor traffic."""
+    names = list(dict.fromkeys(r["implementation"] for r in records))
+    lines = [
+        f"{'task':<17}{'B':>7}{'D':>5}  "
+        + "".join(f"{n:>18}" for n in names)
+        + f"{'copy GB/s':>11}"
+    ]
+    keys = list(
+        dict.fromkeys((r["task"], r["batch"], r["dim"]) for r in records)
+    )
+    for task, batch, dim in keys:
+        row = {
+            r["implementation"]: r
+            for r in records
+            if (r["task"], r["batch"], r["dim"]) == (task, batch, dim)
+        }
+        cells = "".join(
+            f"{row[n]['seconds'] * 1e3:9.3f} ms{row[n]['gbps']:4.0f}GB/s"
+            for n in names
+        )
+        lines.append(
+            f"{task:<17}{batch:>7}{dim:>5}  {cells}"
+            f"{row[names[0]]['copy_gbps']:>11.0f}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--output", type=pathlib.Path, help="write the results as JSON"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="two sizes, two rounds"
+    )
+    args = parser.parse_args(argv)
+    sizes = QUICK_SIZES if args.quick else DEFAULT_SIZES
+    results = run(sizes, rounds=2 if args.quick else 3)
+    print(table(results["records"]))
+    r = ratios(results["records"], 4096, 512)
+    print(
+        "\nB=4096, D=512, forward+backward: the C++ operator is "
+        f"{r['eager']:.2f}x eager, {r['compile']:.2f}x torch.compile, "
+        f"{r['function']:.2f}x the chapter-3 Function, "
+        f"at {r['fraction_of_copy']:.2f} of the copy-bandwidth floor"
+    )
+    if args.output:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(results, indent=1))
+        print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()
