@@ -26,15 +26,7 @@
 namespace extending_pytorch {
 namespace {
 
-// Gradients larger than this (in bytes, all three together) are written with
-// streaming stores: about the size of a laptop's last-level cache.
-constexpr std::size_t kStreamingThresholdBytes = std::size_t{8} << 20;
-
-// Rows per task for at::parallel_for: enough work (~32K elements) that
-// scheduling costs little, few enough that both cores get work.
-int64_t grain_size(int64_t dim) {
-  return std::max<int64_t>(1, 32768 / std::max<int64_t>(dim, 1));
-}
+// ---- Rows of a (B, D) tensor ----------------------------------------------
 
 // One row of a (B, D) tensor: its first element and the stride between elements.
 template <typename scalar_t>
@@ -55,6 +47,97 @@ struct Row1 {
   const scalar_t* data;
   const scalar_t& operator[](int64_t j) const { return data[j]; }
 };
+
+bool unit_inner_stride(const at::Tensor& t) {
+  return t.size(1) <= 1 || t.stride(1) == 1;
+}
+
+// Rows per task for at::parallel_for: enough work (~32K elements) that
+// scheduling costs little, few enough that both cores get work.
+int64_t grain_size(int64_t dim) {
+  return std::max<int64_t>(1, 32768 / std::max<int64_t>(dim, 1));
+}
+
+// ---- Squared distances of one row -----------------------------------------
+
+// Squared distances of one row, any element stride, accumulated in acc_t.
+template <typename scalar_t, typename acc_t>
+void distances_strided(Row<scalar_t> a, Row<scalar_t> p, Row<scalar_t> n,
+                       int64_t dim, acc_t& d_ap, acc_t& d_an) {
+  acc_t sum_p = 0, sum_n = 0;
+  for (int64_t j = 0; j < dim; ++j) {
+    const acc_t av = static_cast<acc_t>(a[j]);
+    const acc_t dp = av - static_cast<acc_t>(p[j]);
+    const acc_t dn = av - static_cast<acc_t>(n[j]);
+    sum_p += dp * dp;
+    sum_n += dn * dn;
+  }
+  d_ap = sum_p;
+  d_an = sum_n;
+}
+
+// Squared distances of one contiguous row, with SIMD registers (float, double).
+template <typename scalar_t>
+void distances_contiguous(const scalar_t* a, const scalar_t* p, const scalar_t* n,
+                          int64_t dim, scalar_t& d_ap, scalar_t& d_an) {
+  using Vec = at::vec::Vectorized<scalar_t>;
+  constexpr int64_t width = Vec::size();
+  // Two accumulators per distance hide the latency of the fused multiply-adds.
+  Vec acc_p0(0), acc_p1(0), acc_n0(0), acc_n1(0);
+  int64_t j = 0;
+  for (; j + 2 * width <= dim; j += 2 * width) {
+    const Vec a0 = Vec::loadu(a + j), a1 = Vec::loadu(a + j + width);
+    const Vec dp0 = a0 - Vec::loadu(p + j), dp1 = a1 - Vec::loadu(p + j + width);
+    const Vec dn0 = a0 - Vec::loadu(n + j), dn1 = a1 - Vec::loadu(n + j + width);
+    acc_p0 = at::vec::fmadd(dp0, dp0, acc_p0);
+    acc_p1 = at::vec::fmadd(dp1, dp1, acc_p1);
+    acc_n0 = at::vec::fmadd(dn0, dn0, acc_n0);
+    acc_n1 = at::vec::fmadd(dn1, dn1, acc_n1);
+  }
+  scalar_t sum_p = at::vec::vec_reduce_all<scalar_t>(
+      [](Vec x, Vec y) { return x + y; }, acc_p0 + acc_p1);
+  scalar_t sum_n = at::vec::vec_reduce_all<scalar_t>(
+      [](Vec x, Vec y) { return x + y; }, acc_n0 + acc_n1);
+  for (; j < dim; ++j) {
+    const scalar_t dp = a[j] - p[j];
+    const scalar_t dn = a[j] - n[j];
+    sum_p += dp * dp;
+    sum_n += dn * dn;
+  }
+  d_ap = sum_p;
+  d_an = sum_n;
+}
+
+
+// The dtypes with a SIMD path; half and bfloat16 take the scalar loops.
+template <typename scalar_t>
+constexpr bool is_vectorised() {
+  return std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>;
+}
+
+// Both squared distances of row i, taking the vectorised path when it can.
+template <typename scalar_t, typename acc_t>
+void row_distances(const at::Tensor& anchor, const at::Tensor& positive,
+                   const at::Tensor& negative, const scalar_t* a, const scalar_t* p,
+                   const scalar_t* n, int64_t i, bool contiguous_rows,
+                   acc_t& d_ap, acc_t& d_an) {
+  const int64_t dim = anchor.size(1);
+  if constexpr (is_vectorised<scalar_t>()) {
+    if (contiguous_rows) {
+      distances_contiguous<scalar_t>(a + i * anchor.stride(0), p + i * positive.stride(0),
+                                     n + i * negative.stride(0), dim, d_ap, d_an);
+      return;
+    }
+  }
+  distances_strided<scalar_t, acc_t>(row(anchor, a, i), row(positive, p, i),
+                                     row(negative, n, i), dim, d_ap, d_an);
+}
+
+// ---- Gradients of one row -------------------------------------------------
+
+// Gradients larger than this (in bytes, all three together) are written with
+// streaming stores: about the size of a laptop's last-level cache.
+constexpr std::size_t kStreamingThresholdBytes = std::size_t{8} << 20;
 
 // dL/da, dL/dp, dL/dn of one row, from the row's two gradient weights.
 template <typename scalar_t, typename acc_t, typename RowT>
@@ -121,60 +204,6 @@ void write_row_gradients_contiguous(const scalar_t* a, const scalar_t* p, const 
                                           grad_n);
 }
 
-// Squared distances of one row, any element stride, accumulated in acc_t.
-template <typename scalar_t, typename acc_t>
-void distances_strided(Row<scalar_t> a, Row<scalar_t> p, Row<scalar_t> n,
-                       int64_t dim, acc_t& d_ap, acc_t& d_an) {
-  acc_t sum_p = 0, sum_n = 0;
-  for (int64_t j = 0; j < dim; ++j) {
-    const acc_t av = static_cast<acc_t>(a[j]);
-    const acc_t dp = av - static_cast<acc_t>(p[j]);
-    const acc_t dn = av - static_cast<acc_t>(n[j]);
-    sum_p += dp * dp;
-    sum_n += dn * dn;
-  }
-  d_ap = sum_p;
-  d_an = sum_n;
-}
-
-// Squared distances of one contiguous row, with SIMD registers (float, double).
-template <typename scalar_t>
-void distances_contiguous(const scalar_t* a, const scalar_t* p, const scalar_t* n,
-                          int64_t dim, scalar_t& d_ap, scalar_t& d_an) {
-  using Vec = at::vec::Vectorized<scalar_t>;
-  constexpr int64_t width = Vec::size();
-  // Two accumulators per distance hide the latency of the fused multiply-adds.
-  Vec acc_p0(0), acc_p1(0), acc_n0(0), acc_n1(0);
-  int64_t j = 0;
-  for (; j + 2 * width <= dim; j += 2 * width) {
-    const Vec a0 = Vec::loadu(a + j), a1 = Vec::loadu(a + j + width);
-    const Vec dp0 = a0 - Vec::loadu(p + j), dp1 = a1 - Vec::loadu(p + j + width);
-    const Vec dn0 = a0 - Vec::loadu(n + j), dn1 = a1 - Vec::loadu(n + j + width);
-    acc_p0 = at::vec::fmadd(dp0, dp0, acc_p0);
-    acc_p1 = at::vec::fmadd(dp1, dp1, acc_p1);
-    acc_n0 = at::vec::fmadd(dn0, dn0, acc_n0);
-    acc_n1 = at::vec::fmadd(dn1, dn1, acc_n1);
-  }
-  scalar_t sum_p = at::vec::vec_reduce_all<scalar_t>(
-      [](Vec x, Vec y) { return x + y; }, acc_p0 + acc_p1);
-  scalar_t sum_n = at::vec::vec_reduce_all<scalar_t>(
-      [](Vec x, Vec y) { return x + y; }, acc_n0 + acc_n1);
-  for (; j < dim; ++j) {
-    const scalar_t dp = a[j] - p[j];
-    const scalar_t dn = a[j] - n[j];
-    sum_p += dp * dp;
-    sum_n += dn * dn;
-  }
-  d_ap = sum_p;
-  d_an = sum_n;
-}
-
-
-template <typename scalar_t>
-constexpr bool is_vectorised() {
-  return std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>;
-}
-
 // All three gradients of row i, taking the vectorised path when it can.
 template <typename scalar_t, typename acc_t>
 void row_gradients(Row<scalar_t> a, Row<scalar_t> p, Row<scalar_t> n, int64_t dim,
@@ -190,28 +219,6 @@ void row_gradients(Row<scalar_t> a, Row<scalar_t> p, Row<scalar_t> n, int64_t di
   write_row_gradients<scalar_t, acc_t>(a, p, n, 0, dim, w, grad_a, grad_p, grad_n);
 }
 
-bool unit_inner_stride(const at::Tensor& t) {
-  return t.size(1) <= 1 || t.stride(1) == 1;
-}
-
-// Both squared distances of row i, taking the vectorised path when it can.
-template <typename scalar_t, typename acc_t>
-void row_distances(const at::Tensor& anchor, const at::Tensor& positive,
-                   const at::Tensor& negative, const scalar_t* a, const scalar_t* p,
-                   const scalar_t* n, int64_t i, bool contiguous_rows,
-                   acc_t& d_ap, acc_t& d_an) {
-  const int64_t dim = anchor.size(1);
-  if constexpr (is_vectorised<scalar_t>()) {
-    if (contiguous_rows) {
-      distances_contiguous<scalar_t>(a + i * anchor.stride(0), p + i * positive.stride(0),
-                                     n + i * negative.stride(0), dim, d_ap, d_an);
-      return;
-    }
-  }
-  distances_strided<scalar_t, acc_t>(row(anchor, a, i), row(positive, p, i),
-                                     row(negative, n, i), dim, d_ap, d_an);
-}
-
 at::Tensor reduce_losses(const at::Tensor& per_triplet, std::string_view reduction) {
   if (reduction == "none") {
     return per_triplet;
@@ -222,6 +229,8 @@ at::Tensor reduce_losses(const at::Tensor& per_triplet, std::string_view reducti
 }
 
 }  // namespace
+
+// ---- The kernels -----------------------------------------------------------
 
 at::Tensor triplet_forward_cpu(const at::Tensor& anchor, const at::Tensor& positive,
                                const at::Tensor& negative, double t1, double t2,
@@ -301,6 +310,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> triplet_backward_cpu(
       });
   return {grad_a, grad_p, grad_n};
 }
+
+// ---- Registration ----------------------------------------------------------
 
 // The schemas: what Python, autograd and torch.compile see. float is a C++
 // double, str a c10::string_view.
