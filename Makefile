@@ -17,7 +17,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-requirements
 NATIVE_STAMP := $(VENV)/.built-extensions
 NATIVE_SOURCES := extensions/setup.py extensions/extending_pytorch/build_flags.py \
-	$(wildcard extensions/csrc/*.cpp extensions/csrc/*.h)
+	$(wildcard extensions/csrc/*.cpp extensions/csrc/*.h extensions/csrc/cuda/*)
 NOTEBOOKS ?= notebooks
 NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 

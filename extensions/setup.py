@@ -1,6 +1,8 @@
-"""Builds the C++ extensions of extending_pytorch (metadata is in pyproject.toml).
+"""Builds the C++ (and CUDA) extensions of extending_pytorch.
 
-    pip install --no-build-isolation -e extensions     # from the repository root
+The package's metadata is in pyproject.toml. From the repository root:
+
+    pip install --no-build-isolation -e extensions
 
 --no-build-isolation builds against the torch already installed, the one the
 extensions will be loaded into. Set EXTENDING_PYTORCH_SKIP_NATIVE=1 to install
@@ -28,17 +30,38 @@ def build_flags():
 def ext_modules_and_commands():
     if os.environ.get("EXTENDING_PYTORCH_SKIP_NATIVE") == "1":
         return [], {}
-    from torch.utils.cpp_extension import BuildExtension, CppExtension
+    import torch
+    from torch.utils.cpp_extension import (
+        CUDA_HOME,
+        BuildExtension,
+        CppExtension,
+        CUDAExtension,
+    )
 
     flags = build_flags()
-    modules = [
-        CppExtension(
-            f"extending_pytorch.{name}",
-            sources,
-            extra_compile_args={"cxx": flags.cxx_flags()},
-        )
-        for name, sources in flags.SOURCES.items()
-    ]
+    # CUDA kernels need a CUDA build of torch and the CUDA toolkit (nvcc).
+    with_cuda = torch.version.cuda is not None and CUDA_HOME is not None
+    modules = []
+    for name, sources in flags.SOURCES.items():
+        if with_cuda and name in flags.CUDA_SOURCES:
+            modules.append(
+                CUDAExtension(
+                    f"extending_pytorch.{name}",
+                    sources + flags.CUDA_SOURCES[name],
+                    extra_compile_args={
+                        "cxx": flags.cxx_flags(),
+                        "nvcc": flags.nvcc_flags(),
+                    },
+                )
+            )
+        else:
+            modules.append(
+                CppExtension(
+                    f"extending_pytorch.{name}",
+                    sources,
+                    extra_compile_args={"cxx": flags.cxx_flags()},
+                )
+            )
     return modules, {"build_ext": BuildExtension}
 
 

@@ -20,7 +20,7 @@
 #include <tuple>
 #include <type_traits>
 
-#include "triplet_checks.h"
+#include "triplet_common.h"
 #include "triplet_math.h"
 
 namespace extending_pytorch {
@@ -217,15 +217,6 @@ void row_gradients(Row<scalar_t> a, Row<scalar_t> p, Row<scalar_t> n, int64_t di
     }
   }
   write_row_gradients<scalar_t, acc_t>(a, p, n, 0, dim, w, grad_a, grad_p, grad_n);
-}
-
-at::Tensor reduce_losses(const at::Tensor& per_triplet, std::string_view reduction) {
-  if (reduction == "none") {
-    return per_triplet;
-  }
-  // Summing the B per-triplet values with ATen keeps the result deterministic
-  // and matches the reference's own reduction.
-  return reduction == "sum" ? per_triplet.sum() : per_triplet.mean();
 }
 
 }  // namespace

@@ -38,6 +38,7 @@ TASKS = ("forward", "forward+backward")
 FLOOR_ELEMENTS = {"forward": 3, "forward+backward": 9}
 DEFAULT_SIZES = [(b, d) for d in (128, 512) for b in (256, 1024, 4096, 16384)]
 QUICK_SIZES = [(1024, 512), (4096, 512)]
+GPU_SIZES = [(b, d) for d in (512, 1024) for b in (4096, 16384, 65536)]
 
 
 def implementations() -> dict:
@@ -63,10 +64,13 @@ def _forward_backward(loss_fn, inputs):
     torch.autograd.grad(loss_fn(*inputs, **SETTINGS), inputs)
 
 
-def measure_size(batch, dim, *, rounds=3, min_run_time=0.2, names=None):
+def measure_size(
+    batch, dim, *, rounds=3, min_run_time=0.2, names=None, device="cpu"
+):
     """Median seconds per (implementation, task), and the copy bandwidth."""
     generator = torch.Generator().manual_seed(0)
-    data = torch.randn(3, batch, dim, generator=generator).unbind(0)
+    data = torch.randn(3, batch, dim, generator=generator).to(device)
+    data = data.unbind(0)
     inputs = {
         "forward": list(data),
         "forward+backward": [t.clone().requires_grad_() for t in data],
@@ -74,7 +78,7 @@ def measure_size(batch, dim, *, rounds=3, min_run_time=0.2, names=None):
     factories = implementations()
     functions = {name: factories[name]() for name in names or factories}
     threads = torch.get_num_threads()
-    source = torch.randn(3 * batch * dim, generator=generator)
+    source = torch.randn(3 * batch * dim, generator=generator).to(device)
     target = torch.empty_like(source)
     times = {(name, task): [] for name in functions for task in TASKS}
     copies = []
@@ -122,20 +126,34 @@ def measure_size(batch, dim, *, rounds=3, min_run_time=0.2, names=None):
 
 
 def run(
-    sizes=DEFAULT_SIZES, *, rounds=3, min_run_time=0.2, names=None
+    sizes=DEFAULT_SIZES,
+    *,
+    rounds=3,
+    min_run_time=0.2,
+    names=None,
+    device="cpu",
 ) -> dict:
     """Benchmark every size: a JSON-ready dict, with the machine's details."""
     keep_freed_memory()
     records = []
     for batch, dim in sizes:
         records += measure_size(
-            batch, dim, rounds=rounds, min_run_time=min_run_time, names=names
+            batch,
+            dim,
+            rounds=rounds,
+            min_run_time=min_run_time,
+            names=names,
+            device=device,
         )
+    device = torch.device(device)
+    on_gpu = device.type == "cuda"
     return dict(
         machine=dict(
             processor=platform.processor() or platform.machine(),
+            device=torch.cuda.get_device_name(device) if on_gpu else "cpu",
             threads=torch.get_num_threads(),
             torch=torch.__version__,
+            cuda=torch.version.cuda,
             python=platform.python_version(),
         ),
         dtype="float32",
@@ -197,9 +215,15 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--quick", action="store_true", help="two sizes, two rounds"
     )
+    parser.add_argument(
+        "--device", default="cpu", help="cpu (default) or cuda"
+    )
     args = parser.parse_args(argv)
-    sizes = QUICK_SIZES if args.quick else DEFAULT_SIZES
-    results = run(sizes, rounds=2 if args.quick else 3)
+    if args.device == "cuda":
+        sizes = GPU_SIZES
+    else:
+        sizes = QUICK_SIZES if args.quick else DEFAULT_SIZES
+    results = run(sizes, rounds=2 if args.quick else 3, device=args.device)
     print(table(results["records"]))
     r = ratios(results["records"], 4096, 512)
     print(

@@ -20,6 +20,22 @@ SOURCES = {
     "_C": ["csrc/triplet.cpp", "csrc/module.cpp"],
 }
 
+# Added to an extension's sources when torch and the toolkit have CUDA. The
+# kernels (.cu) include no torch header; the binding (.cpp) includes torch's
+# CUDA headers, which a CPU-only torch lacks.
+CUDA_SOURCES = {
+    "_C": ["csrc/cuda/triplet.cu", "csrc/cuda/triplet_cuda.cpp"],
+}
+
+# The kernels' translation units, compiled on their own by the CPU-only tests.
+CUDA_KERNELS = ["csrc/cuda/triplet.cu"]
+
+
+def nvcc_flags() -> list[str]:
+    """Flags for nvcc. The GPU architectures come from TORCH_CUDA_ARCH_LIST,
+    or, when it is unset, from the GPUs of the building machine."""
+    return ["-O3", "-lineinfo"]
+
 
 def _cpu_flags() -> set[str]:
     try:

@@ -58,13 +58,22 @@ def load_jit(name: str, *, module_name: str | None = None, verbose=False):
     module_name = module_name or name.lstrip("_")
     directory = jit_build_directory(module_name)
     directory.mkdir(parents=True, exist_ok=True)
-    sources = [
-        build_flags.EXTENSIONS_DIR / s for s in build_flags.SOURCES[name]
-    ]
+    sources = list(build_flags.SOURCES[name])
+    if with_cuda():
+        sources += build_flags.CUDA_SOURCES.get(name, [])
     return load(
         name=module_name,
-        sources=[str(s) for s in sources],
+        sources=[str(build_flags.EXTENSIONS_DIR / s) for s in sources],
         extra_cflags=build_flags.cxx_flags(),
+        extra_cuda_cflags=build_flags.nvcc_flags(),
         build_directory=str(directory),
         verbose=verbose,
     )
+
+
+def with_cuda() -> bool:
+    """Whether builds include the CUDA kernels: torch and toolkit have CUDA."""
+    import torch
+    from torch.utils.cpp_extension import CUDA_HOME
+
+    return torch.version.cuda is not None and CUDA_HOME is not None

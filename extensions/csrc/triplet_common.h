@@ -1,5 +1,6 @@
-// Input checks shared by every backend of extending_pytorch::triplet_hinge_loss.
-// Each TORCH_CHECK names the argument, what was expected and what was given.
+// What every backend of extending_pytorch::triplet_hinge_loss shares: the
+// input checks (each TORCH_CHECK names the argument, what was expected and
+// what was given) and the reduction of the per-triplet losses.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -57,6 +58,15 @@ inline void check_grad_output(const at::Tensor& grad_output, const at::Tensor& a
   TORCH_CHECK(grad_output.device() == anchor.device(),
               "triplet_hinge_loss_backward: grad_output must be on the device of anchor (",
               anchor.device(), "), got ", grad_output.device());
+}
+
+// "none" keeps the per-triplet losses; "mean" and "sum" reduce them with ATen,
+// which is deterministic and matches the reference's own reduction.
+inline at::Tensor reduce_losses(const at::Tensor& per_triplet, std::string_view reduction) {
+  if (reduction == "none") {
+    return per_triplet;
+  }
+  return reduction == "sum" ? per_triplet.sum() : per_triplet.mean();
 }
 
 }  // namespace extending_pytorch
