@@ -8,6 +8,7 @@
 #   make bench     benchmark the triplet loss implementations; prints a table, writes .bench/cpu.json
 #   make execute   re-run every notebook in place, top to bottom, storing fresh outputs
 #   make clean     remove the site, caches and extension builds (keeps .venv)
+#   make repoint REPO=owner/name [BRANCH=main]   point badges, Colab cells and site at a fork
 #
 # PYTHON picks the interpreter that creates .venv: make test PYTHON=python3.12
 
@@ -21,7 +22,7 @@ NATIVE_SOURCES := extensions/setup.py extensions/extending_pytorch/build_flags.p
 NOTEBOOKS ?= notebooks
 NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: test book build bench execute clean check-python check-compiler
+.PHONY: test book build bench execute clean repoint check-python check-compiler
 
 test: $(NATIVE_STAMP)
 	$(BIN)/python -m pytest $(NBVAL_FLAGS) $(NOTEBOOKS) tests
@@ -38,6 +39,10 @@ book: $(STAMP)
 
 execute: $(NATIVE_STAMP)
 	$(BIN)/python tools/execute_notebooks.py $(NOTEBOOKS)
+
+repoint: $(STAMP)
+	@test -n "$(REPO)" || { echo "usage: make repoint REPO=owner/name [BRANCH=main]" >&2; exit 1; }
+	$(BIN)/python tools/repoint.py $(REPO) --branch $(or $(BRANCH),main)
 
 clean:
 	rm -rf _build .pytest_cache .hypothesis .bench extensions/build extensions/*.egg-info

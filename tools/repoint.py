@@ -1,0 +1,89 @@
+"""Re-point the book at another repository: a fork, for a course.
+
+    python tools/repoint.py OWNER/NAME [--branch BRANCH]    (or: make repoint REPO=OWNER/NAME)
+
+The repository is set in one place, `repository:` in _config.yml (the site's
+buttons use it); this command rewrites that, and everything that must agree
+with it: every notebook's Colab badge and Colab setup cell, the clone command
+on the introduction page, and the site's base URL (GitHub Pages). Outputs and
+execution counts of the notebooks are left as they are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import re
+
+import nbformat
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+NAME = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+
+
+def current(root: pathlib.Path) -> tuple[str, str]:
+    """(owner/name, branch) as _config.yml sets them."""
+    text = (root / "_config.yml").read_text()
+    url = re.search(r"^  url: https://github\.com/(\S+)$", text, re.MULTILINE)
+    branch = re.search(r"^  branch: (\S+)$", text, re.MULTILINE)
+    if not url or not branch:
+        raise SystemExit("error: _config.yml has no repository url or branch")
+    return url.group(1), branch.group(1)
+
+
+def repoint(root: pathlib.Path, repository: str, branch: str) -> list[str]:
+    """Rewrite every place that names the repository; returns the files changed."""
+    if not NAME.match(repository):
+        raise SystemExit(f"error: repository must look like OWNER/NAME, got {repository!r}")
+    old_repo, old_branch = current(root)
+    owner, name = repository.split("/")
+    old_owner, old_name = old_repo.split("/")
+    changed = []
+
+    config = root / "_config.yml"
+    text = config.read_text()
+    text = text.replace(
+        f"url: https://github.com/{old_repo}\n", f"url: https://github.com/{repository}\n"
+    )
+    text = re.sub(r"^  branch: \S+$", f"  branch: {branch}", text, flags=re.MULTILINE)
+    text = text.replace(
+        f"https://{old_owner}.github.io/{old_name}/", f"https://{owner}.github.io/{name}/"
+    )
+    config.write_text(text)
+    changed.append("_config.yml")
+
+    badge = f"colab.research.google.com/github/{old_repo}/blob/{old_branch}/"
+    setup = f'REPOSITORY, BRANCH = "{old_repo}", "{old_branch}"'
+    for path in sorted((root / "notebooks").glob("*.ipynb")):
+        notebook = nbformat.read(path, as_version=4)
+        edited = False
+        for cell in notebook.cells:
+            source = cell.source.replace(
+                badge, f"colab.research.google.com/github/{repository}/blob/{branch}/"
+            )
+            source = source.replace(setup, f'REPOSITORY, BRANCH = "{repository}", "{branch}"')
+            if source != cell.source:
+                cell.source, edited = source, True
+        if edited:
+            nbformat.write(notebook, path)
+            changed.append(path.relative_to(root).as_posix())
+
+    intro = root / "book" / "intro.md"
+    text = intro.read_text().replace(f"github.com/{old_repo}.git", f"github.com/{repository}.git")
+    intro.write_text(text)
+    changed.append("book/intro.md")
+    return changed
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("repository", help="OWNER/NAME on GitHub")
+    parser.add_argument("--branch", default="main")
+    parser.add_argument("--root", type=pathlib.Path, default=ROOT, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    for path in repoint(args.root, args.repository, args.branch):
+        print(f"updated {path}")
+
+
+if __name__ == "__main__":
+    main()
