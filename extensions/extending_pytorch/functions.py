@@ -178,16 +178,7 @@ def triplet_hinge_loss_function(
 class HandwrittenTripletHingeLoss(TripletHingeLoss):
     """Chapter 1's module, computing the loss with `TripletHingeLossFunction`.
 
-    Settings, their checks and `extra_repr` are inherited unchanged.
+    Settings, their checks, `forward` and `extra_repr` are inherited.
     """
 
-    def forward(self, anchor, positive, negative) -> Tensor:
-        return triplet_hinge_loss_function(
-            anchor,
-            positive,
-            negative,
-            t1=self.t1,
-            t2=self.t2,
-            beta=self.beta,
-            reduction=self.reduction,
-        )
+    loss_function = staticmethod(triplet_hinge_loss_function)

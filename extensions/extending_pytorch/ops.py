@@ -150,13 +150,4 @@ def triplet_hinge_loss(
 class CppTripletHingeLoss(TripletHingeLoss):
     """Chapter 1's module, computing the loss with the C++ operator."""
 
-    def forward(self, anchor, positive, negative) -> Tensor:
-        return triplet_hinge_loss(
-            anchor,
-            positive,
-            negative,
-            t1=self.t1,
-            t2=self.t2,
-            beta=self.beta,
-            reduction=self.reduction,
-        )
+    loss_function = staticmethod(triplet_hinge_loss)
