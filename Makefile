@@ -9,6 +9,8 @@
 #   make execute   re-run every notebook in place, top to bottom, storing fresh outputs
 #   make clean     remove the site, caches and extension builds (keeps .venv)
 #   make repoint REPO=owner/name [BRANCH=main]   point badges, Colab cells and site at a fork
+#   make check-site  build the site, then check every page in headless Chromium (screenshots in
+#                  _build/screenshots/)
 #
 # PYTHON picks the interpreter that creates .venv: make test PYTHON=python3.12
 
@@ -22,7 +24,7 @@ NATIVE_SOURCES := extensions/setup.py extensions/extending_pytorch/build_flags.p
 NOTEBOOKS ?= notebooks
 NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: test book build bench execute clean repoint check-python check-compiler
+.PHONY: test book build bench execute clean repoint check-site check-python check-compiler
 
 test: $(NATIVE_STAMP)
 	$(BIN)/python -m pytest $(NBVAL_FLAGS) $(NOTEBOOKS) tests
@@ -39,6 +41,9 @@ book: $(STAMP)
 
 execute: $(NATIVE_STAMP)
 	$(BIN)/python tools/execute_notebooks.py $(NOTEBOOKS)
+
+check-site: book
+	$(BIN)/python tools/check_site.py
 
 repoint: $(STAMP)
 	@test -n "$(REPO)" || { echo "usage: make repoint REPO=owner/name [BRANCH=main]" >&2; exit 1; }

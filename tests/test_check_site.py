@@ -1,0 +1,68 @@
+"""The browser check of the site (tools/check_site.py) catches what it claims to catch."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+
+import pytest
+
+from conftest import REPO_ROOT
+
+spec = importlib.util.spec_from_file_location("check_site", REPO_ROOT / "tools" / "check_site.py")
+check_site = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(check_site)
+
+HAS_BROWSER = any(shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome"))
+
+
+def test_console_errors_of_the_site_count_and_others_do_not():
+    log = (
+        '[1:1:1121/1.0:INFO:CONSOLE:3] "Uncaught ReferenceError: oops is not defined", '
+        "source: http://127.0.0.1:8000/html/_static/x.js (3)\n"
+        '[1:1:1121/1.0:INFO:CONSOLE:1] "Failed to load resource: net::ERR_NAME_NOT_RESOLVED", '
+        "source: https://cdn.example.org/mathjax.js (0)\n"
+        '[1:1:1121/1.0:INFO:CONSOLE:1] "[PST]: Changed to auto mode", '
+        "source: http://127.0.0.1:8000/html/_static/theme.js (1)\n"
+    )
+    errors = check_site.console_errors(log, "http://127.0.0.1:8000/html")
+    assert errors == [
+        "Uncaught ReferenceError: oops is not defined " "(http://127.0.0.1:8000/html/_static/x.js)"
+    ]
+
+
+def test_broken_links_and_anchors_are_found(tmp_path, monkeypatch):
+    monkeypatch.setattr(check_site, "SITE", tmp_path)
+    (tmp_path / "b.html").write_text('<h2 id="there">B</h2>')
+    page = check_site.parse(
+        '<a href="b.html#there">ok</a> <a href="#top">missing here</a> '
+        '<a href="c.html">missing page</a> <a href="b.html#nowhere">missing anchor</a> '
+        '<a href="https://example.org/">external</a>'
+    )
+    (tmp_path / "a.html").write_text('<p id="intro">A</p>')
+    problems = check_site.broken_links("a", page)
+    assert problems == [
+        "a: broken anchor '#top'",
+        "a: broken link 'c.html'",
+        "a: broken anchor 'b.html#nowhere'",
+    ]
+
+
+def test_machine_paths_are_recognised():
+    assert check_site.MACHINE_PATH.search("saved to /work/main/_build/x.png")
+    assert check_site.MACHINE_PATH.search("/home/alice/book")
+    assert not check_site.MACHINE_PATH.search("extensions/csrc/triplet.cpp")
+
+
+@pytest.mark.skipif(
+    not HAS_BROWSER, reason="needs Chromium (.ci/run installs it for make check-site)"
+)
+def test_a_page_with_a_script_error_and_a_machine_path_fails(tmp_path, monkeypatch):
+    monkeypatch.setattr(check_site, "SITE", tmp_path)
+    (tmp_path / "broken.html").write_text(
+        "<html><body><p>built in /work/main/_build</p>"
+        "<script>notDefinedAnywhere();</script></body></html>"
+    )
+    problems = check_site.check_page(tmp_path.as_uri(), "broken")
+    assert any("console error" in p and "notDefinedAnywhere" in p for p in problems), problems
+    assert any("path of the build machine" in p for p in problems), problems
