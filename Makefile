@@ -22,7 +22,8 @@ NATIVE_STAMP := $(VENV)/.built-extensions
 NATIVE_SOURCES := extensions/setup.py extensions/extending_pytorch/build_flags.py \
 	$(wildcard extensions/csrc/*.cpp extensions/csrc/*.h extensions/csrc/cuda/*)
 NOTEBOOKS ?= notebooks
-NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+# Notebooks starting with "_" (the chapter template) are not chapters: nbval skips them.
+NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --ignore-glob=notebooks/_*
 
 .PHONY: test book build bench execute clean repoint check-site check-python check-compiler
 

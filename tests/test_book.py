@@ -412,3 +412,15 @@ def test_strict_nbval_fails_when_a_stored_output_changes(tmp_path):
     assert "(changed)" in report and "mismatch" in report.lower(), report[
         -3000:
     ]
+
+
+def test_landing_page_figure_is_up_to_date(tmp_path):
+    # The ladder figure's reading times come from the notebooks: redraw it and compare.
+    fresh = tmp_path / "ladder.svg"
+    subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "ladder_figure.py"), str(fresh)],
+                   check=True, timeout=120)
+    committed = REPO_ROOT / "book" / "images" / "ladder.svg"
+    assert fresh.read_bytes() == committed.read_bytes(), (
+        "book/images/ladder.svg is stale: run `python tools/ladder_figure.py`"
+    )
+    assert "images/ladder.svg" in (REPO_ROOT / "book" / "intro.md").read_text()

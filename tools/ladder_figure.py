@@ -1,0 +1,96 @@
+"""Draw the ladder of chapters for the landing page: book/images/ladder.svg.
+
+    python tools/ladder_figure.py [OUTPUT]
+
+Reading times are computed from the notebooks (words of prose and code at 200
+words a minute, the rate myst uses), so the figure changes when a chapter
+does; tests/test_book.py checks that the committed figure is up to date.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import FancyBboxPatch  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+WORDS_PER_MINUTE = 200
+RUNGS = [
+    (
+        "01_custom_loss",
+        "tensor ops in an nn.Module",
+        "autograd gives the backward",
+        "CPU · Colab · GPU",
+    ),
+    (
+        "02_numpy_scipy_function",
+        "numpy / scipy in a Function",
+        "custom_op keeps torch.compile",
+        "CPU · Colab",
+    ),
+    ("03_handwritten_backward", "a hand-written backward", "gradcheck · torch.func", "CPU · Colab"),
+    (
+        "04_cpp_extension",
+        "a C++ operator",
+        "TORCH_LIBRARY · beats compile",
+        "CPU + compiler · Colab",
+    ),
+    ("05_cuda_kernel", "a CUDA kernel", "same operator on the GPU", "GPU · Colab GPU"),
+]
+
+
+def reading_minutes(notebook: str) -> int:
+    cells = json.loads((ROOT / "notebooks" / f"{notebook}.ipynb").read_text())["cells"]
+    words = sum(len("".join(c["source"]).split()) for c in cells)
+    return max(5, 5 * math.ceil(words / WORDS_PER_MINUTE / 5))  # rounded up to 5 minutes
+
+
+def draw(output: pathlib.Path) -> None:
+    plt.rcParams["svg.hashsalt"] = "ladder"  # stable ids: the same figure gives the same file
+    fig, axis = plt.subplots(figsize=(9, 4.2))
+    axis.set(xlim=(0, 10), ylim=(0, 6.2))
+    axis.axis("off")
+    colors = plt.cm.viridis([0.15, 0.35, 0.55, 0.72, 0.88])
+    for rung, ((name, what, adds, runs), color) in enumerate(zip(RUNGS, colors)):
+        y = 0.3 + rung * 1.15
+        x = 0.2 + rung * 0.55
+        axis.add_patch(
+            FancyBboxPatch(
+                (x, y),
+                6.4,
+                0.9,
+                boxstyle="round,pad=0.02",
+                facecolor=color,
+                edgecolor="none",
+                alpha=0.9,
+            )
+        )
+        text_color = "white" if rung < 3 else "black"
+        axis.text(
+            x + 0.2,
+            y + 0.58,
+            f"{rung + 1}. {what}",
+            color=text_color,
+            fontsize=11,
+            fontweight="bold",
+            va="center",
+        )
+        axis.text(x + 0.2, y + 0.25, adds, color=text_color, fontsize=9, va="center")
+        axis.text(x + 6.6, y + 0.58, f"~{reading_minutes(name)} min", fontsize=9, va="center")
+        axis.text(x + 6.6, y + 0.25, runs, fontsize=8, va="center", color="dimgray")
+    axis.set_title("One operator, five rungs: each checked against the one before", fontsize=12)
+    fig.savefig(output, format="svg", bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    draw(
+        pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "book" / "images" / "ladder.svg"
+    )
