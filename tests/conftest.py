@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import pathlib
 
@@ -10,6 +11,14 @@ import torch
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
+
+
+def load_tool(name: str):
+    """A script of tools/ as a module (tools/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "tools" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def chapter_notebooks() -> list[pathlib.Path]:

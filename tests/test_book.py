@@ -20,6 +20,7 @@ from conftest import (
     cell_source,
     chapter_notebooks,
     load_notebook,
+    load_tool,
 )
 
 CHAPTERS = chapter_notebooks()
@@ -28,20 +29,7 @@ CHAPTER_IDS = [p.stem for p in CHAPTERS]
 
 def toc_files() -> list[str]:
     """Every `file:` entry of _toc.yml, the root included, without extension."""
-    toc = yaml.safe_load((REPO_ROOT / "_toc.yml").read_text())
-    files = [toc["root"]]
-
-    def walk(entries):
-        for entry in entries or []:
-            if "file" in entry:
-                files.append(entry["file"])
-            walk(entry.get("sections"))
-            walk(entry.get("chapters"))
-
-    for part in toc.get("parts", []):
-        walk(part.get("chapters"))
-    walk(toc.get("chapters"))
-    return files
+    return load_tool("check_site").toc_pages()
 
 
 def test_there_is_at_least_one_chapter():

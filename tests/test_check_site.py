@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 
 import pytest
 
-from conftest import REPO_ROOT
+from conftest import load_tool
 
-spec = importlib.util.spec_from_file_location("check_site", REPO_ROOT / "tools" / "check_site.py")
-check_site = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(check_site)
+check_site = load_tool("check_site")
 
 HAS_BROWSER = any(shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome"))
 
