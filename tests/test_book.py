@@ -412,3 +412,53 @@ def test_landing_page_figure_is_up_to_date(tmp_path):
         "book/images/ladder.svg is stale: run `python tools/ladder_figure.py`"
     )
     assert "images/ladder.svg" in (REPO_ROOT / "book" / "intro.md").read_text()
+
+
+# ---- The benchmarks page: every chapter's measurements, pasted from its outputs ----
+
+BENCHMARKS_PAGE = "book/benchmarks"
+# Code that times something: such a chapter's results belong on the benchmarks page.
+MEASURES = re.compile(r"\bep\.(timed|compare)\(|\bbench\.run\(|\bbenchmark\.Timer\(")
+SHOW_NAME = re.compile(r"\bep\.show\([^#]*?name=\"(\w+)\"", re.S)
+
+
+def recorded_names(notebook: dict) -> list[str]:
+    """Names under which a notebook's stored outputs were recorded by `ep.show`."""
+    return [
+        output["metadata"]["scrapbook"]["name"]
+        for cell in notebook["cells"]
+        for output in cell.get("outputs", [])
+        if "scrapbook" in output.get("metadata", {})
+    ]
+
+
+def test_benchmarks_page_is_in_the_toc():
+    assert BENCHMARKS_PAGE in toc_files()
+
+
+def test_benchmarks_page_pastes_only_recorded_outputs():
+    # pasted_outputs fails unless each pasted name is recorded exactly once in its chapter.
+    pasted = load_tool("check_site").pasted_outputs(BENCHMARKS_PAGE)
+    assert len(pasted) >= 5
+    assert any("image/png" in output["data"] for _, output in pasted)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=CHAPTER_IDS)
+def test_chapter_that_measures_is_on_the_benchmarks_page_with_a_link(path):
+    code = "\n".join(
+        cell_source(c) for c in load_notebook(path)["cells"] if c["cell_type"] == "code"
+    )
+    if not MEASURES.search(code):
+        pytest.skip(f"{path.name} times nothing")
+    page = (REPO_ROOT / f"{BENCHMARKS_PAGE}.md").read_text()
+    assert f":doc: ../notebooks/{path.name}" in page, f"{path.name}'s results are not pasted"
+    assert f"](../notebooks/{path.name}#" in page, f"no link to the section of {path.name}"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=CHAPTER_IDS)
+def test_each_recorded_output_is_stored_once_under_its_name(path):
+    notebook = load_notebook(path)
+    code = "\n".join(cell_source(c) for c in notebook["cells"] if c["cell_type"] == "code")
+    names = recorded_names(notebook)
+    assert len(names) == len(set(names)), f"a name is recorded twice: {sorted(names)}"
+    assert set(names) == set(SHOW_NAME.findall(code)), "stored outputs differ from the ep.show calls"

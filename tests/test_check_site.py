@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -63,3 +64,36 @@ def test_a_page_with_a_script_error_and_a_machine_path_fails(tmp_path, monkeypat
     problems = check_site.check_page(tmp_path.as_uri(), "broken")
     assert any("console error" in p and "notDefinedAnywhere" in p for p in problems), problems
     assert any("path of the build machine" in p for p in problems), problems
+
+
+def test_pasted_outputs_must_all_be_on_the_page(tmp_path, monkeypatch):
+    monkeypatch.setattr(check_site, "ROOT", tmp_path)
+    (tmp_path / "book").mkdir()
+    (tmp_path / "notebooks").mkdir()
+    table = {"text/html": "<table><tr><th>size</th><td>1.5 ms</td></tr></table>",
+             "text/plain": "size 1.5 ms"}
+    plot = {"image/png": "iVBORw0KGgo=", "text/plain": "<Figure>"}
+    notebook = {"cells": [{"cell_type": "code", "outputs": [
+        {"output_type": "display_data", "data": data,
+         "metadata": {"scrapbook": {"name": name, "mime_prefix": ""}}}
+        for name, data in (("timings", table), ("plot", plot))
+    ]}]}
+    (tmp_path / "notebooks" / "01_x.ipynb").write_text(json.dumps(notebook))
+    (tmp_path / "book" / "results.md").write_text(
+        "# Results\n\n```{glue} timings\n:doc: ../notebooks/01_x.ipynb\n```\n\n"
+        "```{glue} plot\n:doc: ../notebooks/01_x.ipynb\n```\n"
+    )
+    assert [key for key, _ in check_site.pasted_outputs("book/results")] == ["timings", "plot"]
+    complete = check_site.parse(
+        '<table><tr><th>size</th><td>1.5 ms</td></tr></table><img src="../_images/p.png">'
+    )
+    assert check_site.pasting_problems("book/results", complete) == []
+    stale = check_site.parse("<table><tr><th>size</th><td>2.0 ms</td></tr></table>")
+    assert check_site.pasting_problems("book/results", stale) == [
+        "book/results: shows 0 plots, it pastes 1",
+        "book/results: the pasted output 'timings' is not on the page: '1.5 ms' is missing",
+    ]
+    # A page naming a key that the chapter never recorded is an error, not a pass.
+    (tmp_path / "book" / "results.md").write_text("```{glue} nothing\n:doc: ../notebooks/01_x.ipynb\n```\n")
+    with pytest.raises(SystemExit, match="pastes 'nothing', found 0 times"):
+        check_site.pasted_outputs("book/results")

@@ -7,12 +7,15 @@ and fails on:
 - errors in the browser console from the site's own assets;
 - a chapter page that does not show its executed outputs and plots;
 - a chapter page without its Colab and download links;
+- a page that pastes chapters' outputs ({glue} with :doc:, the benchmarks page)
+  without showing each of them: every table's text and every plot;
 - internal links or anchors that lead nowhere;
 - paths of the build machine on a page.
 
 It also opens the landing page from local files (file://), and saves
 screenshots of the landing page and every chapter at desktop and phone widths
-into _build/screenshots/ (for CI artifacts; not committed).
+and of every page that pastes outputs into _build/screenshots/ (for CI
+artifacts; not committed).
 """
 
 from __future__ import annotations
@@ -149,6 +152,59 @@ def notebook_expectations(doc: str) -> tuple[int, int, str]:
     return cells_with_output, images, first_text
 
 
+GLUE = re.compile(r"```\{glue\}\s+(\w+)\s*\n:doc:\s*(\S+)")
+
+
+def pasted_outputs(doc: str) -> list[tuple[str, dict]]:
+    """(key, stored output) of every chapter output that a Markdown page pastes."""
+    source = ROOT / f"{doc}.md"
+    if not source.is_file():
+        return []
+    pasted = []
+    for key, notebook_path in GLUE.findall(source.read_text()):
+        notebook = json.loads((source.parent / notebook_path).resolve().read_text())
+        outputs = [
+            output
+            for cell in notebook["cells"]
+            for output in cell.get("outputs", [])
+            if output.get("metadata", {}).get("scrapbook", {}).get("name") == key
+        ]
+        if len(outputs) != 1:
+            raise SystemExit(f"error: {doc} pastes {key!r}, found {len(outputs)} times in {notebook_path}")
+        pasted.append((key, outputs[0]))
+    return pasted
+
+
+def shown_text(output: dict) -> list[str]:
+    """The pieces of text an output shows: its HTML's (every table cell), or its plain text's lines."""
+    data = output["data"]
+    if "text/html" in data:
+        pieces = parse("".join(data["text/html"])).text
+    else:
+        pieces = "".join(data.get("text/plain", "")).splitlines()
+    return [" ".join(piece.split()) for piece in pieces if piece.strip()]
+
+
+def pasting_problems(doc: str, page: Page) -> list[str]:
+    """Outputs that `doc` pastes from chapters but `page` does not show."""
+    problems = []
+    pasted = pasted_outputs(doc)
+    plots = sum("image/png" in output["data"] for _, output in pasted)
+    shown = [src for src in page.images if "_images/" in src]
+    if len(shown) < plots:
+        problems.append(f"{doc}: shows {len(shown)} plots, it pastes {plots}")
+    flat = " ".join(" ".join(page.text).split())
+    for key, output in pasted:
+        if "image/png" in output["data"]:
+            continue
+        missing = [piece for piece in shown_text(output) if piece not in flat]
+        if missing:
+            problems.append(
+                f"{doc}: the pasted output {key!r} is not on the page: {missing[0]!r} is missing"
+            )
+    return problems
+
+
 def check_page(base: str, doc: str) -> list[str]:
     url = f"{base}/{doc}.html"
     markup, log = run_browser(url, "--enable-logging=stderr", "--v=0", "--dump-dom")
@@ -174,6 +230,7 @@ def check_page(base: str, doc: str) -> list[str]:
             problems.append(f"{doc}: no Colab link to {name}.ipynb")
         if f"_sources/{doc}.ipynb" not in markup:
             problems.append(f"{doc}: no download link for the notebook")
+    problems += pasting_problems(doc, page)
     problems += broken_links(doc, page)
     return problems
 
@@ -237,7 +294,7 @@ def main() -> None:
     try:
         for doc in pages:
             problems += check_page(base, doc)
-            if doc == pages[0] or doc.startswith("notebooks/"):
+            if doc == pages[0] or doc.startswith("notebooks/") or pasted_outputs(doc):
                 shots += screenshot(base, doc)
     finally:
         server.shutdown()

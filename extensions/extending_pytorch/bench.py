@@ -24,12 +24,17 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import platform
 import statistics
 
 import torch
 
-from extending_pytorch.benchmarking import keep_freed_memory, timed
+from extending_pytorch.benchmarking import (
+    describe_machine,
+    keep_freed_memory,
+    machine,
+    timed,
+)
+from extending_pytorch.display import Table
 from extending_pytorch.reference import reference_triplet_hinge_loss
 
 SETTINGS = dict(t1=-1.0, t2=0.5, beta=0.5)
@@ -145,17 +150,8 @@ def run(
             names=names,
             device=device,
         )
-    device = torch.device(device)
-    on_gpu = device.type == "cuda"
     return dict(
-        machine=dict(
-            processor=platform.processor() or platform.machine(),
-            device=torch.cuda.get_device_name(device) if on_gpu else "cpu",
-            threads=torch.get_num_threads(),
-            torch=torch.__version__,
-            cuda=torch.version.cuda,
-            python=platform.python_version(),
-        ),
+        machine=machine(torch.get_num_threads(), device),
         dtype="float32",
         settings=SETTINGS,
         records=records,
@@ -179,32 +175,75 @@ def ratios(records, batch, dim, task="forward+backward", of="cpp") -> dict:
     return result
 
 
-def table(records) -> str:
-    """A text table: median milliseconds, and GB/s of floor traffic."""
+def table(records, machine: dict | None = None) -> Table:
+    """Median milliseconds (and GB/s of floor traffic), one row per size.
+
+    With `machine` (as `run` returns it) the caption says where it was
+    measured. `str()` of the result is a text table, for a terminal.
+    """
     names = list(dict.fromkeys(r["implementation"] for r in records))
-    lines = [
-        f"{'task':<17}{'B':>7}{'D':>5}  "
-        + "".join(f"{n:>18}" for n in names)
-        + f"{'copy GB/s':>11}"
-    ]
     keys = list(
         dict.fromkeys((r["task"], r["batch"], r["dim"]) for r in records)
     )
+    rows = []
     for task, batch, dim in keys:
         row = {
             r["implementation"]: r
             for r in records
             if (r["task"], r["batch"], r["dim"]) == (task, batch, dim)
         }
-        cells = "".join(
-            f"{row[n]['seconds'] * 1e3:9.3f} ms{row[n]['gbps']:4.0f}GB/s"
-            for n in names
+        rows.append(
+            [task, batch, dim]
+            + [
+                f"{row[n]['seconds'] * 1e3:.3f} ({row[n]['gbps']:.0f})"
+                for n in names
+            ]
+            + [f"{row[names[0]]['copy_gbps']:.0f}"]
         )
-        lines.append(
-            f"{task:<17}{batch:>7}{dim:>5}  {cells}"
-            f"{row[names[0]]['copy_gbps']:>11.0f}"
+    caption = describe_machine(machine) if machine else ""
+    return Table(
+        ["task", "B", "D", *(f"{n} ms (GB/s)" for n in names), "copy GB/s"],
+        rows,
+        caption=caption,
+    )
+
+
+def plot_bandwidth(records, dim, task="forward+backward"):
+    """A figure: GB/s of floor traffic against B, with the copy ceiling.
+
+    One line per implementation, for the records of one `dim` and `task`.
+    """
+    import matplotlib.pyplot as plt
+
+    records = [r for r in records if r["task"] == task and r["dim"] == dim]
+    if not records:
+        raise ValueError(f"no records for dim={dim} and task={task!r}")
+    batches = sorted({r["batch"] for r in records})
+    at = {(r["implementation"], r["batch"]): r for r in records}
+    fig, axis = plt.subplots(figsize=(7, 3.6), constrained_layout=True)
+    for name in dict.fromkeys(r["implementation"] for r in records):
+        axis.plot(
+            batches,
+            [at[name, b]["gbps"] for b in batches],
+            marker="o",
+            label=name,
         )
-    return "\n".join(lines)
+    first = records[0]["implementation"]
+    axis.plot(
+        batches,
+        [at[first, b]["copy_gbps"] for b in batches],
+        linestyle="--",
+        color="gray",
+        label="copy bandwidth (ceiling)",
+    )
+    axis.set(
+        xscale="log",
+        xlabel=f"batch size B (D = {dim})",
+        ylabel=f"{FLOOR_ELEMENTS[task]} B D x 4 bytes / time (GB/s)",
+        title=f"{task} against the bandwidth ceiling",
+    )
+    axis.legend(fontsize=8)
+    return fig
 
 
 def main(argv=None) -> None:
@@ -224,7 +263,7 @@ def main(argv=None) -> None:
     else:
         sizes = QUICK_SIZES if args.quick else DEFAULT_SIZES
     results = run(sizes, rounds=2 if args.quick else 3, device=args.device)
-    print(table(results["records"]))
+    print(table(results["records"], results["machine"]))
     r = ratios(results["records"], 4096, 512)
     print(
         "\nB=4096, D=512, forward+backward: the C++ operator is "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import statistics
 import sys
 
 # mallopt(3) parameter numbers, from glibc's <malloc.h>.
@@ -10,31 +11,83 @@ _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 
 
-def keep_freed_memory(limit_bytes: int = 1 << 30) -> bool:
-    """Let glibc's malloc keep freed blocks instead of unmapping them.
+# glibc's initial thresholds: blocks above 128 KiB are mapped fresh, and
+# the heap is trimmed when 128 KiB at its top are free.
+GLIBC_DEFAULT_THRESHOLD = 128 * 1024
 
-    By default glibc serves a large allocation (a tensor of a few MiB) with a
-    fresh mmap and unmaps it on free, so every new tensor of that size
-    page-faults on first touch. In a loop of tensor ops that cost can exceed
-    the ops themselves and swamp a comparison. Raising the mmap and trim
-    thresholds to `limit_bytes` makes freed memory reusable, as a caching
-    allocator would.
 
-    Returns True when the setting was applied (Linux with glibc), else False.
-    """
+def _set_malloc_thresholds(mmap_bytes: int, trim_bytes: int) -> bool:
+    """mallopt(3) both thresholds; False where malloc is not glibc's."""
     if not sys.platform.startswith("linux"):
         return False
     try:
         mallopt = ctypes.CDLL("libc.so.6").mallopt
     except (OSError, AttributeError):  # not glibc (musl, for example)
         return False
-    # Older glibc caps the mmap threshold at 32 MiB: fall back to that cap.
-    for limit in (limit_bytes, 32 << 20):
-        if mallopt(_M_MMAP_THRESHOLD, limit) and mallopt(
-            _M_TRIM_THRESHOLD, 2 * limit
-        ):
-            return True
-    return False
+    return bool(
+        mallopt(_M_MMAP_THRESHOLD, mmap_bytes)
+        and mallopt(_M_TRIM_THRESHOLD, trim_bytes)
+    )
+
+
+def keep_freed_memory(limit_bytes: int = 1 << 30) -> bool:
+    """Let glibc's malloc keep freed blocks instead of unmapping them.
+
+    glibc starts by serving each allocation above 128 KiB (a tensor of a few
+    MiB) with a fresh mmap and unmapping it on free, so every new tensor of
+    that size page-faults on first touch. It raises that threshold after a
+    large block is freed, which usually ends the cost, but not always: it
+    depends on the history and memory layout of the process. In a loop of
+    tensor ops the faults can cost more than the ops themselves. Setting the
+    mmap and trim thresholds to `limit_bytes` makes freed memory reusable in
+    every process, as a caching allocator would.
+
+    Returns True when the setting was applied (Linux with glibc), else False.
+    """
+    # glibc caps the mmap threshold (at 32 MiB on 64-bit Linux): fall back to
+    # that cap. The trim threshold has no cap.
+    return any(
+        _set_malloc_thresholds(limit, 2 * limit_bytes)
+        for limit in (limit_bytes, 32 << 20)
+    )
+
+
+def return_freed_memory() -> bool:
+    """Pin glibc's malloc at its initial thresholds (the opposite setting).
+
+    Blocks above 128 KiB are then always mapped fresh and unmapped on free,
+    without the adjustment that `keep_freed_memory` describes: what a process
+    pays when that adjustment does not happen. Chapter 1 uses it to show the
+    cost on every run. Returns True when applied (Linux with glibc).
+    """
+    return _set_malloc_thresholds(
+        GLIBC_DEFAULT_THRESHOLD, GLIBC_DEFAULT_THRESHOLD
+    )
+
+
+def page_faults_per_call(
+    fn, calls: int = 20, warmup: int = 10
+) -> float | None:
+    """Minor page faults (fresh pages touched) per call of `fn()`.
+
+    The `warmup` calls come first and are not counted: after a change of
+    malloc settings the heap takes a few calls to settle. None where the
+    operating system does not count page faults (Windows).
+    """
+    try:
+        import resource
+    except ImportError:
+        return None
+
+    def faults():
+        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+    for _ in range(warmup):
+        fn()
+    before = faults()
+    for _ in range(calls):
+        fn()
+    return (faults() - before) / calls
 
 
 def timed(
@@ -70,3 +123,81 @@ def timed(
     )
     timer.timeit(warmup)
     return timer.blocked_autorange(min_run_time=min_run_time)
+
+
+def processor_name() -> str:
+    """The processor's model name, as the operating system reports it."""
+    import platform
+
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:  # not Linux
+        pass
+    return platform.processor() or platform.machine() or "unknown processor"
+
+
+def machine(num_threads: int = 1, device=None) -> dict:
+    """Where a measurement runs: processor or GPU, threads and versions."""
+    import platform
+
+    import torch
+
+    device = torch.device(device or "cpu")
+    on_gpu = device.type == "cuda"
+    return dict(
+        processor=processor_name(),
+        device=torch.cuda.get_device_name(device) if on_gpu else "cpu",
+        threads=num_threads,
+        torch=torch.__version__,
+        cuda=torch.version.cuda,
+        python=platform.python_version(),
+    )
+
+
+def describe_machine(machine: dict) -> str:
+    """One line saying where a measurement was taken, for a caption."""
+    if machine["device"] != "cpu":
+        where = f"{machine['device']}, CUDA {machine['cuda']}"
+    else:
+        threads = machine["threads"]
+        plural = "s" if threads != 1 else ""
+        where = f"{threads} thread{plural} of {machine['processor']}"
+    return f"Measured on {where}, torch {machine['torch']}."
+
+
+def measured_on(num_threads: int = 1, device=None) -> str:
+    """One line saying where this process measures, for a table caption."""
+    return describe_machine(machine(num_threads, device))
+
+
+def compare(
+    cases: dict,
+    *,
+    rounds: int = 3,
+    min_run_time: float = 0.2,
+    num_threads: int = 1,
+) -> dict:
+    """Median seconds of each case, over interleaved rounds.
+
+    `cases` maps a key to `(stmt, names)`, as `timed` takes them. Every round
+    times each case once with `timed`, and a case's result is the median of
+    its rounds: a burst of noise from the rest of the machine lands in one
+    round of one case and moves no result far, where a single long timing
+    of each case in turn would carry it whole.
+    """
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, got {rounds}")
+    samples = {key: [] for key in cases}
+    for _ in range(rounds):
+        for key, (stmt, names) in cases.items():
+            measurement = timed(
+                stmt,
+                names,
+                min_run_time=min_run_time,
+                num_threads=num_threads,
+            )
+            samples[key].append(measurement.median)
+    return {key: statistics.median(times) for key, times in samples.items()}
