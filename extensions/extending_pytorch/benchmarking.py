@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import platform
 import statistics
 import sys
 
@@ -127,8 +128,6 @@ def timed(
 
 def processor_name() -> str:
     """The processor's model name, as the operating system reports it."""
-    import platform
-
     try:
         with open("/proc/cpuinfo") as cpuinfo:
             for line in cpuinfo:
@@ -141,8 +140,6 @@ def processor_name() -> str:
 
 def machine(num_threads: int = 1, device=None) -> dict:
     """Where a measurement runs: processor or GPU, threads and versions."""
-    import platform
-
     import torch
 
     device = torch.device(device or "cpu")
