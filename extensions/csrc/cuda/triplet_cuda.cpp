@@ -3,9 +3,9 @@
 // Compiled only when torch has CUDA (setup.py and native.load_jit decide).
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
-#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
 #include <string_view>
@@ -54,7 +54,7 @@ at::Tensor triplet_forward_cuda(const at::Tensor& anchor, const at::Tensor& posi
   check_triplet_inputs(anchor, positive, negative, t1, t2, beta, reduction);
   // Launch on anchor's GPU, on the stream PyTorch is using there.
   const c10::cuda::CUDAGuard guard(anchor.device());
-  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   at::Tensor per_triplet = at::empty({anchor.size(0)}, anchor.options());
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, anchor.scalar_type(), "triplet_forward_cuda", [&] {
@@ -74,7 +74,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> triplet_backward_cuda(
   check_triplet_inputs(anchor, positive, negative, t1, t2, beta, reduction);
   check_grad_output(grad_output, anchor, reduction);
   const c10::cuda::CUDAGuard guard(anchor.device());
-  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   const int64_t batch = anchor.size(0);
   at::Tensor grad_a = at::empty({batch, anchor.size(1)}, anchor.options());
   at::Tensor grad_p = at::empty_like(grad_a);

@@ -6,6 +6,8 @@
 // torch is installed. triplet_cuda.cpp is the thin torch-facing layer on top.
 #pragma once
 
+#include <cuda_bf16.h>  // __nv_bfloat16: the kernels are instantiated for it
+#include <cuda_fp16.h>  // __half, likewise
 #include <cuda_runtime.h>
 
 #include <cstdint>
