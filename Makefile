@@ -11,6 +11,9 @@
 #   make repoint REPO=owner/name [BRANCH=main]   point badges, Colab cells and site at a fork
 #   make check-site  build the site, then check every page in headless Chromium (screenshots in
 #                  _build/screenshots/)
+#   make check-cuda  build, link and load the CUDA extension without a GPU, in .venv-cuda (the CUDA
+#                  build of torch): Colab's CPU runtime simulated, chapters 4 and 5 run there, kernels
+#                  registered, SASS/PTX per architecture listed, the JIT build too (needs nvcc)
 #
 # PYTHON picks the interpreter that creates .venv: make test PYTHON=python3.12
 
@@ -25,7 +28,14 @@ NOTEBOOKS ?= notebooks
 # Notebooks starting with "_" (the chapter template) are not chapters: nbval skips them.
 NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --ignore-glob=notebooks/_*
 
-.PHONY: test book build bench execute clean repoint check-site check-python check-compiler
+# The CUDA build check's environment: the same requirements, but torch from the package index,
+# which on Linux is the CUDA build. pip's --isolated ignores this machine's pip configuration
+# (which may prefer a local CPU wheel of torch); cuobjdump lists the code in the library.
+CUDA_VENV := .venv-cuda
+CUDA_STAMP := $(CUDA_VENV)/.installed-requirements
+CUDA_EXTRA := nvidia-cuda-cuobjdump==13.2.51
+
+.PHONY: test book build bench execute clean repoint check-site check-cuda check-python check-compiler
 
 test: $(NATIVE_STAMP)
 	$(BIN)/python -m pytest $(NBVAL_FLAGS) $(NOTEBOOKS) tests
@@ -46,14 +56,25 @@ execute: $(NATIVE_STAMP)
 check-site: book
 	$(BIN)/python tools/check_site.py
 
+check-cuda: $(CUDA_STAMP) | check-compiler
+	$(CUDA_VENV)/bin/python tools/check_cuda.py
+
+$(CUDA_STAMP): requirements.txt | check-python
+	@test -x $(CUDA_VENV)/bin/python || $(PYTHON) -m venv $(CUDA_VENV)
+	$(CUDA_VENV)/bin/python -m pip install --isolated --quiet --disable-pip-version-check \
+	  -r requirements.txt $(CUDA_EXTRA)
+	@$(CUDA_VENV)/bin/python -c 'import torch, sys; sys.exit(torch.version.cuda is None)' || { \
+	  echo "error: $(CUDA_VENV) got a CPU-only torch; the CUDA build check needs the CUDA build." >&2; exit 1; }
+	@touch $@
+
 repoint: $(STAMP)
 	@test -n "$(REPO)" || { echo "usage: make repoint REPO=owner/name [BRANCH=main]" >&2; exit 1; }
 	$(BIN)/python tools/repoint.py $(REPO) --branch $(or $(BRANCH),main)
 
 clean:
 	rm -rf _build .pytest_cache .hypothesis .bench extensions/build extensions/*.egg-info
-	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -exec rm -rf {} +
-	find extensions -name '*.so' -delete
+	find . \( -path ./$(VENV) -o -path ./$(CUDA_VENV) \) -prune -o -name __pycache__ -type d -exec rm -rf {} +
+	find extensions \( -name "*.so" -o -name _build_info.json \) -delete
 	rm -f $(NATIVE_STAMP)
 
 # The virtual environment is rebuilt only when requirements.txt or the package metadata change.

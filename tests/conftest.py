@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import pathlib
 
 import pytest
 import torch
+
+# Chapter 6: without a GPU, Triton's interpreter runs the kernels on the CPU. It must be
+# chosen before anything imports triton (torch.compile does), so it is set here, first.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"

@@ -221,11 +221,13 @@ AUTOGRAD_METHODS = {"forward", "backward", "setup_context", "jvp", "vmap"}
 
 def non_static_function_methods(code: str) -> list[str]:
     """Methods of autograd.Function subclasses that are not @staticmethod (legacy, non-static style)."""
-    # IPython magics and shell escapes are not Python; drop them before parsing.
+    # IPython magics and shell escapes are not Python: replace each by `pass` (not
+    # dropped: one may be the only statement of a block) before parsing.
     lines = [
-        line
+        line[: len(line) - len(line.lstrip())] + "pass"
+        if line.lstrip().startswith(("%", "!"))
+        else line
         for line in code.splitlines()
-        if not line.lstrip().startswith(("%", "!"))
     ]
     found = []
     for node in ast.walk(ast.parse("\n".join(lines))):

@@ -8,6 +8,7 @@ test_cpp_ops.py's `_cuda` twins run there too.
 
 from __future__ import annotations
 
+import os
 import pathlib
 import re
 import shutil
@@ -19,7 +20,7 @@ from torch.testing import assert_close
 
 import extending_pytorch as ep
 from conftest import requires_cuda
-from extending_pytorch import build_flags, ops
+from extending_pytorch import build_flags, ops, testing
 
 HYPER = dict(t1=-1.0, t2=0.5, beta=0.5)
 DTYPES = ("float", "double", "__half", "__nv_bfloat16")
@@ -33,42 +34,119 @@ def nvcc() -> str | None:
     return shutil.which("nvcc")
 
 
-@pytest.mark.skipif(nvcc() is None, reason="needs nvcc (the CUDA toolkit)")
-@pytest.mark.parametrize("kernel", build_flags.CUDA_KERNELS)
-def test_kernel_file_compiles_with_nvcc_for_sm80_and_sm90(kernel, tmp_path):
+def torch_cxx_standard() -> str:
+    """The newest -std=c++NN that torch.utils.cpp_extension passes to compilers."""
+    import inspect
+
+    import torch.utils.cpp_extension as cpp_extension
+
+    found = re.findall(r"-std=c\+\+(\d+)", inspect.getsource(cpp_extension))
+    return f"c++{max(map(int, found))}"
+
+
+def test_build_uses_the_cxx_standard_torch_uses():
+    # torch's headers need its standard; nvcc refuses two -std flags, so the
+    # one in build_flags replaces torch's own: they must agree.
+    assert build_flags.CXX_STANDARD == torch_cxx_standard()
+    assert f"-std={build_flags.CXX_STANDARD}" in build_flags.nvcc_flags()
+    assert f"-std={build_flags.CXX_STANDARD}" in build_flags.cxx_flags()
+
+
+# The kernels each kernel file must define, for every dtype.
+KERNELS = {
+    "csrc/cuda/triplet.cu": ("triplet_forward_kernel", "triplet_backward_kernel"),
+}
+
+
+def nvcc_command(kernel: str, obj: pathlib.Path, archs=("80", "90")) -> list[str]:
+    """nvcc as torch.utils.cpp_extension runs it, for the given architectures."""
     from torch.utils.cpp_extension import COMMON_NVCC_FLAGS
 
-    obj = tmp_path / "kernels.o"
-    command = [
+    return [
         nvcc(),
         "-c",
-        "-std=c++17",
         *COMMON_NVCC_FLAGS,
         *build_flags.nvcc_flags(),
-        "-gencode",
-        "arch=compute_80,code=sm_80",
-        "-gencode",
-        "arch=compute_90,code=sm_90",
+        *(
+            flag
+            for arch in archs
+            for flag in ("-gencode", f"arch=compute_{arch},code=sm_{arch}")
+        ),
         "-I",
         str(build_flags.CSRC),
         str(build_flags.EXTENSIONS_DIR / kernel),
         "-o",
         str(obj),
     ]
+
+
+@pytest.mark.skipif(nvcc() is None, reason="needs nvcc (the CUDA toolkit)")
+@pytest.mark.parametrize("kernel", build_flags.CUDA_KERNELS)
+def test_kernel_file_compiles_with_nvcc_for_sm80_and_sm90(kernel, tmp_path):
+    obj = tmp_path / "kernels.o"
     result = subprocess.run(
-        command, capture_output=True, text=True, timeout=300
+        nvcc_command(kernel, obj), capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, result.stderr
     assert "warning" not in result.stderr.lower(), result.stderr
     symbols = subprocess.run(
         ["nm", "-C", str(obj)], capture_output=True, text=True
     ).stdout
-    for kernel_name in ("triplet_forward_kernel", "triplet_backward_kernel"):
+    for kernel_name in KERNELS.get(kernel, ()):
         for dtype in DTYPES:
             assert re.search(rf"{kernel_name}<{re.escape(dtype)}>", symbols), (
                 kernel_name,
                 dtype,
             )
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+def test_grid_covers_every_row_once_for_any_batch(tmp_path):
+    # Catches a grid size that overflows its unsigned int (a batch of more
+    # than 2^34 rows), and a grid-stride loop that skips or repeats rows.
+    # launch_config.h is plain C++: the CPU compiler checks the very code
+    # the kernels use to find their rows.
+    exe = tmp_path / "launch_config_test"
+    source = pathlib.Path(__file__).parent / "native" / "launch_config_test.cpp"
+    build = subprocess.run(
+        ["g++", "-std=c++20", "-O1", f"-I{build_flags.CSRC}", str(source), "-o", str(exe)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert build.returncode == 0, build.stderr
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stdout + run.stderr
+
+
+def test_default_cuda_architectures_without_a_gpu():
+    # With a CUDA torch, no visible GPU and TORCH_CUDA_ARCH_LIST unset, torch's
+    # own detection crashes (IndexError); the build uses the book's list then,
+    # and leaves every other case to torch.
+    assert build_flags.cuda_arch_list(None, 0) == build_flags.DEFAULT_CUDA_ARCH_LIST
+    assert build_flags.cuda_arch_list("", 0) == build_flags.DEFAULT_CUDA_ARCH_LIST
+    assert build_flags.cuda_arch_list("8.0", 0) is None
+    assert build_flags.cuda_arch_list(None, 1) is None
+
+
+def test_default_cuda_architectures_are_ones_torch_accepts(monkeypatch):
+    from torch.utils.cpp_extension import _get_cuda_arch_flags
+
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", build_flags.DEFAULT_CUDA_ARCH_LIST)
+    flags = _get_cuda_arch_flags()
+    assert "-gencode=arch=compute_75,code=sm_75" in flags
+    assert "-gencode=arch=compute_90,code=compute_90" in flags  # the PTX
+
+
+def test_setting_the_default_is_announced(monkeypatch):
+    messages = []
+    monkeypatch.delenv("TORCH_CUDA_ARCH_LIST", raising=False)
+    assert build_flags.use_default_cuda_arch_list(0, announce=messages.append)
+    assert os.environ["TORCH_CUDA_ARCH_LIST"] == build_flags.DEFAULT_CUDA_ARCH_LIST
+    assert "no GPU is visible" in messages[0]
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
+    assert build_flags.use_default_cuda_arch_list(0, announce=messages.append) is None
+    assert os.environ["TORCH_CUDA_ARCH_LIST"] == "9.0"
 
 
 def test_cuda_sources_are_listed_and_exist():
@@ -144,44 +222,92 @@ def test_binding_compiles_against_torch_and_cuda_headers(binding, tmp_path):
 
 # ---- On a GPU ----
 
-LAYOUTS = {
-    "contiguous": lambda b, d: torch.randn(b, d, device="cuda"),
-    "misaligned": lambda b, d: torch.randn(b, d + 1, device="cuda")[:, 1:],
-    "transposed": lambda b, d: torch.randn(d, b, device="cuda").T,
-    "expanded": lambda b, d: torch.randn(1, d, device="cuda").expand(b, d),
+# float32 and 16-bit sums of D squares round more as D grows; float64 is exact enough.
+TOLERANCE = {
+    torch.float32: lambda dim: dict(rtol=1e-5, atol=1e-5 * dim),
+    torch.float64: lambda dim: dict(rtol=1e-7, atol=1e-7),
+    torch.float16: lambda dim: dict(rtol=2e-2, atol=2e-2 * dim),
+    torch.bfloat16: lambda dim: dict(rtol=5e-2, atol=5e-2 * dim),
 }
 
 
+# Catches the CUDA twins of the CPU layout bugs, and those of the 16-byte
+# path: a row read in packs that is not aligned (misaligned), not adjacent
+# (column-strided, transposed) or not a whole number of packs (dim 1, 3, 31,
+# 1027), for every dtype the kernels are compiled for. Views are passed as
+# views and gradients compared with respect to their bases.
 @requires_cuda
-@pytest.mark.parametrize("dim", [1, 3, 4, 31, 512, 1027])
-@pytest.mark.parametrize("layout", LAYOUTS)
-def test_layouts_and_dims_cuda(layout, dim):
-    anchor = torch.randn(37, dim, device="cuda")
-    inputs = [
-        anchor,
-        LAYOUTS[layout](37, dim),
-        torch.randn(37, dim, device="cuda"),
-    ]
-    for reduction in ep.REDUCTIONS:
-        leaves = [t.detach().clone().requires_grad_() for t in inputs]
-        ours = ops.triplet_hinge_loss(*inputs, **HYPER, reduction=reduction)
-        reference = ep.reference_triplet_hinge_loss(
-            *leaves, **HYPER, reduction=reduction
-        )
-        # float32 sums of D squares round more as D grows.
-        tol = dict(rtol=1e-5, atol=1e-5 * dim)
-        assert_close(ours, reference, **tol)
-        leaves_ours = [t.detach().clone().requires_grad_() for t in inputs]
-        weights = torch.randn_like(reference)
-        grads = torch.autograd.grad(
-            ops.triplet_hinge_loss(*leaves_ours, **HYPER, reduction=reduction),
-            leaves_ours,
-            weights,
-        )
-        for grad, ref in zip(
-            grads, torch.autograd.grad(reference, leaves, weights)
-        ):
-            assert_close(grad, ref, **tol)
+@pytest.mark.parametrize("dtype", list(TOLERANCE))
+@pytest.mark.parametrize("dim", [1, 3, 4, 8, 31, 512, 1027])
+@pytest.mark.parametrize("layout", sorted(testing.LAYOUTS))
+def test_layouts_dims_and_dtypes_cuda(layout, dim, dtype):
+    for position in range(3):
+        layouts = ["contiguous"] * 3
+        layouts[position] = layout
+        for reduction in ep.REDUCTIONS:
+            testing.check_against_reference(
+                ops.triplet_hinge_loss,
+                tuple(layouts),
+                37,
+                dim,
+                reduction=reduction,
+                dtype=dtype,
+                device="cuda",
+                seed=position,
+                **TOLERANCE[dtype](dim),
+            )
+
+
+@requires_cuda
+def test_backward_output_mask_cuda():
+    a, p, n = torch.randn(3, 40, 64, device="cuda").unbind(0)
+    grad = torch.tensor(0.5, device="cuda")
+    full = ops.triplet_hinge_loss_backward_op(grad, a, p, n, -1.0, 0.5, 0.5, "mean", [True] * 3)
+    for mask in ([True, True, False], [False, True, False]):
+        partial = ops.triplet_hinge_loss_backward_op(grad, a, p, n, -1.0, 0.5, 0.5, "mean", mask)
+        for needed, got, expected in zip(mask, partial, full):
+            assert (got is None) != needed
+            if needed:
+                assert torch.equal(got, expected)
+
+
+@requires_cuda
+def test_kernels_launch_on_the_current_stream():
+    # Work queued on a side stream must see the kernel's results without a
+    # device-wide synchronisation: the binding launches on the current stream.
+    a, p, n = torch.randn(3, 4096, 256, device="cuda").unbind(0)
+    expected = ops.triplet_hinge_loss(a, p, n, **HYPER, reduction="none")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        out = ops.triplet_hinge_loss(a, p, n, **HYPER, reduction="none")
+        copy = out.clone()  # ordered after the kernel on the same stream
+    torch.cuda.current_stream().wait_stream(side)
+    assert torch.equal(copy, expected)
+
+
+@requires_cuda
+def test_cuda_graph_capture_replays_the_same_results():
+    a, p, n = (t.requires_grad_() for t in torch.randn(3, 512, 128, device="cuda").unbind(0))
+
+    def step():
+        loss = ops.triplet_hinge_loss(a, p, n, **HYPER)
+        return (loss, *torch.autograd.grad(loss, (a, p, n)))
+
+    eager = step()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            step()  # warm-up on a side stream, as torch.cuda.graphs asks
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = step()
+    graph.replay()
+    torch.cuda.synchronize()
+    for got, expected in zip(captured, eager):
+        assert torch.equal(got, expected)
 
 
 @requires_cuda

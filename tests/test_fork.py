@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -12,6 +13,10 @@ import types
 import pytest
 
 from conftest import REPO_ROOT, cell_source, chapter_notebooks, load_notebook
+
+
+# Chapters whose Colab setup cell builds the C++/CUDA extensions (no EXTENDING_PYTORCH_SKIP_NATIVE).
+NATIVE_CHAPTERS = ("04_", "05_")
 
 
 def copy_book(tmp_path):
@@ -66,22 +71,74 @@ def setup_cell(path):
     return next(cell_source(c) for c in cells if c["cell_type"] == "code" and "google.colab" in cell_source(c))
 
 
+class FakeShell:
+    """Stands in for IPython's get_ipython() when a setup cell uses !shell lines and %magics.
+
+    It records each shell command and line magic, with {NAME} expanded from the cell's
+    namespace as IPython does, and applies the effects the cell relies on (%env, %cd).
+    """
+
+    def __init__(self, namespace):
+        self.namespace, self.commands, self.moved = namespace, [], []
+
+    def expand(self, line):
+        return line.format(**self.namespace)
+
+    def system(self, command):
+        self.commands.append(shlex.split(self.expand(command)))
+
+    def run_line_magic(self, name, line):
+        line = self.expand(line)
+        if name == "env":
+            key, value = line.split("=", 1)
+            os.environ[key] = value
+        elif name == "cd":
+            self.moved.append(line)
+        elif name == "pip":
+            self.commands.append([sys.executable, "-m", "pip", *shlex.split(line)])
+        else:
+            raise AssertionError(f"unexpected magic %{name} {line}")
+
+
+def run_setup_cell(path, monkeypatch):
+    """Run a chapter's setup cell; returns (commands run, folders changed to).
+
+    Both forms are accepted while chapters move from one to the other: the old cell calls
+    subprocess.run and os.chdir; the new one uses !git, %pip, %env and %cd, which IPython
+    turns into get_ipython() calls (the same transformation Jupyter applies).
+    """
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    commands, moved = [], []
+
+    def run(command, **kwargs):
+        # An install whose env= asks to skip the C++ build counts as the cell setting it.
+        if kwargs.get("env", {}).get("EXTENDING_PYTORCH_SKIP_NATIVE") == "1":
+            os.environ["EXTENDING_PYTORCH_SKIP_NATIVE"] = "1"
+        commands.append(command)
+
+    monkeypatch.setattr(subprocess, "run", run)
+    monkeypatch.setattr("os.chdir", lambda p: moved.append(p))
+    namespace = {}
+    shell = FakeShell(namespace)
+    namespace["get_ipython"] = lambda: shell
+    exec(TransformerManager().transform_cell(setup_cell(path)), namespace)
+    return commands + shell.commands, moved + shell.moved
+
+
 @pytest.mark.parametrize("path", chapter_notebooks(), ids=[p.stem for p in chapter_notebooks()])
 def test_setup_cell_does_nothing_outside_colab(path, monkeypatch):
-    calls = []
-    monkeypatch.setattr(subprocess, "run", lambda *a, **k: calls.append(a))
     monkeypatch.delitem(sys.modules, "google.colab", raising=False)
-    exec(setup_cell(path), {})
-    assert calls == []
+    monkeypatch.setenv("EXTENDING_PYTORCH_SKIP_NATIVE", "")
+    monkeypatch.delenv("EXTENDING_PYTORCH_SKIP_NATIVE")
+    assert run_setup_cell(path, monkeypatch) == ([], [])
+    assert "EXTENDING_PYTORCH_SKIP_NATIVE" not in os.environ
 
 
 @pytest.mark.parametrize("path", chapter_notebooks(), ids=[p.stem for p in chapter_notebooks()])
 def test_setup_cell_on_colab_fetches_installs_and_changes_folder(path, monkeypatch, tmp_path):
-    calls, moved = [], []
     monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
-    monkeypatch.setattr(subprocess, "run", lambda command, **kwargs: calls.append(command))
     monkeypatch.setattr("os.path.isdir", lambda p: False)
-    monkeypatch.setattr("os.chdir", lambda p: moved.append(p))
     monkeypatch.setattr(sys, "path", list(sys.path))
     # setenv records the variable's state, so it is restored after the test.
     monkeypatch.setenv("EXTENDING_PYTORCH_SKIP_NATIVE", "")
@@ -89,13 +146,31 @@ def test_setup_cell_on_colab_fetches_installs_and_changes_folder(path, monkeypat
     config = (REPO_ROOT / "_config.yml").read_text()
     repository = config.split("url: https://github.com/")[1].split()[0]
     branch = config.split("  branch: ")[1].split()[0]
-    exec(setup_cell(path), {})
-    clone, install = calls
+    commands, moved = run_setup_cell(path, monkeypatch)
+    clones = [c[c.index("git"):] for c in commands if "git" in c and "clone" in c]
+    pip = [c for c in commands if c[1:4] == ["-m", "pip", "install"]]
+    installs = [c for c in pip if "/content/extending-pytorch/extensions" in c]
+    # One clone, one install of the book's package; other pip installs (Triton) are allowed.
+    assert len(clones) == 1 and len(installs) == 1 and len(clones) + len(pip) == len(commands), commands
+    (clone,), (install,) = clones, installs
     assert clone[:2] == ["git", "clone"] and f"https://github.com/{repository}.git" in clone
     assert clone[clone.index("--branch") + 1] == branch
-    assert install[1:4] == ["-m", "pip", "install"] and "--no-build-isolation" in install
+    assert clone[-1] == "/content/extending-pytorch"
+    assert "--no-build-isolation" in install and install[-1] == "/content/extending-pytorch/extensions"
+    assert install[install.index("-e") + 1] == "/content/extending-pytorch/extensions"
     assert moved == ["/content/extending-pytorch/notebooks"]
     assert "/content/extending-pytorch/extensions" in sys.path
-    # Chapters without C++ skip compiling it; chapters 4 and 5 build it.
-    native = path.name.startswith(("04_", "05_"))
+    # Chapters without C++ skip compiling it; the native chapters build it.
+    native = path.name.startswith(NATIVE_CHAPTERS)
     assert (os.environ.get("EXTENDING_PYTORCH_SKIP_NATIVE") == "1") != native
+
+
+def test_fake_shell_records_what_a_new_style_setup_cell_asks_for(monkeypatch):
+    # The harness itself: a !command is recorded with {NAME} expanded, %env sets the variable.
+    monkeypatch.setenv("BOOK_TEST_VARIABLE", "")
+    namespace = {"BRANCH": "spring"}
+    shell = FakeShell(namespace)
+    shell.system("git clone --branch {BRANCH} url dest")
+    shell.run_line_magic("env", "BOOK_TEST_VARIABLE=1")
+    assert shell.commands == [["git", "clone", "--branch", "spring", "url", "dest"]]
+    assert os.environ["BOOK_TEST_VARIABLE"] == "1"

@@ -171,7 +171,7 @@ def test_triplet_works_with_torch_func_per_sample_gradients():
         assert_close(per_sample[i], torch.autograd.grad(loss, w)[0])
 
 
-def test_triplet_saves_no_new_memory_for_backward():
+def test_triplet_saves_no_new_memory_when_the_caller_holds_the_inputs():
     inputs = [t.requires_grad_() for t in torch.randn(3, 16, 8).unbind(0)]
     input_storages = {t.untyped_storage().data_ptr() for t in inputs}
     saved = []
@@ -183,6 +183,75 @@ def test_triplet_saves_no_new_memory_for_backward():
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         fn.triplet_hinge_loss_function(*inputs, **HYPER)
     assert saved == [True, True, True]
+
+
+def test_in_a_training_step_the_function_saves_three_embeddings_the_composite_two():
+    # Chapter 3's memory claim, in a realistic graph: nn.Linear makes the embeddings inside the
+    # measured scope and saves its input and weight, not its output. Bug caught: a Function that
+    # saved more (or a claim that it saves nothing new in training).
+    B, D = 64, 32
+    features = torch.randn(3, B, 16).unbind(0)
+    embed = torch.nn.Linear(16, D)
+    held = {t.untyped_storage().data_ptr() for t in (*features, *embed.parameters())}
+
+    def new_bytes(loss_fn):
+        total = 0
+
+        def pack(tensor):
+            nonlocal total
+            if tensor.untyped_storage().data_ptr() not in held:
+                total += tensor.numel() * tensor.element_size()
+            return tensor
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            loss_fn(*(embed(f) for f in features), **HYPER)
+        return total
+
+    one = B * D * 4
+    assert new_bytes(fn.triplet_hinge_loss_function) == 3 * one
+    composite = new_bytes(ep.reference_triplet_hinge_loss)
+    assert 2 * one <= composite < 2 * one + 8 * B * 4
+
+
+@pytest.mark.parametrize("reduction", ep.REDUCTIONS)
+def test_triplet_forward_mode_matches_the_reference(reduction):
+    # Bug caught: a wrong jvp (a sign, a missing factor 2, the wrong reduction), or none at all.
+    generator = torch.Generator().manual_seed(0)
+    a, p, n = torch.randn(3, 6, 4, generator=generator, dtype=torch.float64).unbind(0)
+    tangents = torch.randn(3, 6, 4, generator=generator, dtype=torch.float64).unbind(0)
+    ours = lambda a, p, n: fn.triplet_hinge_loss_function(  # noqa: E731
+        a, p, n, **HYPER, reduction=reduction
+    )
+    theirs = lambda a, p, n: ep.reference_triplet_hinge_loss(  # noqa: E731
+        a, p, n, **HYPER, reduction=reduction
+    )
+    assert_close(
+        torch.func.jvp(ours, (a, p, n), tangents),
+        torch.func.jvp(theirs, (a, p, n), tangents),
+    )
+    # Tangents for some inputs only: the others arrive as None.
+    only_anchor = lambda x: ours(x, p, n)  # noqa: E731
+    assert_close(
+        torch.func.jacfwd(only_anchor)(a), torch.func.jacrev(lambda x: theirs(x, p, n))(a)
+    )
+    if reduction != "none":
+        assert_close(
+            torch.func.hessian(only_anchor)(a),
+            torch.func.hessian(lambda x: theirs(x, p, n))(a),
+        )
+    inputs = [t.clone().requires_grad_() for t in (a, p, n)]
+    assert torch.autograd.gradcheck(ours, inputs, check_forward_ad=True)
+
+
+def test_linear_without_bias_returns_a_trailing_none():
+    # Chapter 2's rule, as LinearFunction uses it: two inputs, three values, the last None.
+    x = torch.randn(3, 2, requires_grad=True)
+    weight = torch.randn(4, 2, requires_grad=True)
+    out = fn.LinearFunction.apply(x, weight)
+    grads = fn.LinearFunction.backward(out.grad_fn, torch.ones(3, 4))
+    assert len(grads) == 3 and grads[2] is None
+    out.sum().backward()
+    assert_close(weight.grad, torch.ones(4, 3) @ x.detach())
 
 
 def test_module_matches_the_reference_module():

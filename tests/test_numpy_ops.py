@@ -223,3 +223,128 @@ def test_bessel_function_refuses_double_backward():
 def test_bessel_checks_its_arguments(version, x, v, error, message):
     with pytest.raises(error, match=re.escape(message)):
         BESSEL_VERSIONS[version](x, v)
+
+
+# ---- The rest of an operator's contract: dtypes, autocast, devices, vmap ----
+
+OPERATORS = (
+    "extending_pytorch_numpy::bessel_kv",
+    "extending_pytorch_numpy::triplet_hinge_loss",
+    "extending_pytorch_numpy::triplet_hinge_loss_backward",
+)
+
+
+@pytest.mark.parametrize("version", TRIPLET_VERSIONS)
+def test_triplet_refuses_bfloat16_naming_the_argument(version):
+    # Bug caught: a bare .numpy() raising "Got unsupported ScalarType BFloat16", naming nothing.
+    bf16 = torch.randn(4, 3).bfloat16()
+    with pytest.raises(
+        TypeError,
+        match=re.escape("anchor must be float16, float32 or float64 for numpy, got torch.bfloat16"),
+    ):
+        TRIPLET_VERSIONS[version](bf16, bf16, bf16, **HYPER)
+
+
+@pytest.mark.parametrize("version", BESSEL_VERSIONS)
+def test_bessel_refuses_bfloat16_naming_the_argument(version):
+    with pytest.raises(TypeError, match=re.escape("x must be float16, float32 or float64")):
+        BESSEL_VERSIONS[version](torch.ones(3, dtype=torch.bfloat16), 1.0)
+
+
+@pytest.mark.parametrize("version", TRIPLET_VERSIONS)
+def test_triplet_casts_to_float32_under_cpu_autocast(version):
+    # Bug caught: a missing register_autocast (operator) or custom_fwd (Function): the bfloat16
+    # embeddings autocast makes would reach numpy and raise.
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(6, 4)
+    features = torch.randn(3, 5, 6).unbind(0)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        embedded = [linear(f) for f in features]
+        assert embedded[0].dtype == torch.bfloat16
+        loss = TRIPLET_VERSIONS[version](*embedded, **HYPER)
+    assert loss.dtype == torch.float32
+    expected = ep.reference_triplet_hinge_loss(*(e.float() for e in embedded), **HYPER)
+    assert_close(loss, expected)
+    loss.backward()
+    assert linear.weight.grad.dtype == torch.float32 and linear.weight.grad.abs().sum() > 0
+
+
+def test_bessel_operator_casts_to_float32_under_cpu_autocast():
+    x = torch.linspace(0.5, 3.0, 6, dtype=torch.bfloat16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        result = numpy_ops.bessel_kv(x, 1.3)
+    assert result.dtype == torch.float32
+    assert_close(result, numpy_ops.bessel_kv(x.float(), 1.3))
+
+
+@pytest.mark.parametrize("name", OPERATORS)
+def test_operators_have_a_cpu_kernel_only(name):
+    # Bug caught: dropping device_types="cpu", which would let a CUDA tensor be copied to the
+    # host and back silently (the kernel would then be registered for every device).
+    has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
+    assert has_kernel(name, "CPU") and not has_kernel(name, "CUDA")
+
+
+@requires_cuda
+def test_operators_refuse_cuda_tensors():
+    x = torch.linspace(0.5, 3.0, 6, device="cuda")
+    with pytest.raises(NotImplementedError, match="CUDA"):
+        numpy_ops.bessel_kv(x, 1.3)
+    a = torch.randn(4, 3, device="cuda")
+    with pytest.raises(NotImplementedError, match="CUDA"):
+        numpy_ops.triplet_hinge_loss_numpy(a, a, a, **HYPER)
+
+
+@pytest.fixture
+def numpy_calls(monkeypatch):
+    """Counts numpy round trips: every operator converts its result once with from_numpy."""
+    calls = []
+    convert = numpy_ops.from_numpy
+
+    def counted(array, like):
+        calls.append(like.shape)
+        return convert(array, like)
+
+    monkeypatch.setattr(numpy_ops, "from_numpy", counted)
+    return calls
+
+
+def test_bessel_vmap_rule_calls_numpy_once_per_batch(numpy_calls):
+    # Bug caught: no vmap rule (PyTorch then loops: one call per row) or a rule that moves the batch dim.
+    rows = torch.rand(6, 5, dtype=torch.float64) + 0.5
+    for in_dim, x in ((0, rows), (1, rows.T)):
+        numpy_calls.clear()
+        result = torch.func.vmap(lambda r: numpy_ops.bessel_kv(r, 1.3), in_dims=in_dim)(x)
+        assert len(numpy_calls) == 1
+        assert_close(result, numpy_ops.bessel_kv(rows, 1.3))
+
+
+@pytest.mark.parametrize("reduction", ep.REDUCTIONS)
+def test_triplet_vmap_rule_matches_a_loop(reduction, numpy_calls):
+    # Bug caught: reducing over the wrong dimension, or mishandling an input that is not batched.
+    stacked = torch.randn(3, 5, 7, 4, generator=torch.Generator().manual_seed(0))
+    loss = lambda a, p, n: numpy_ops.triplet_hinge_loss_numpy(  # noqa: E731
+        a, p, n, **HYPER, reduction=reduction
+    )
+    for in_dims in ((0, 0, 0), (0, None, 1)):
+        a, p, n = stacked[0], stacked[1, 0], stacked[2].transpose(0, 1)
+        if in_dims[1] == 0:
+            p = stacked[1]
+        if in_dims[2] == 0:
+            n = stacked[2]
+        numpy_calls.clear()
+        result = torch.func.vmap(loss, in_dims=in_dims)(a, p, n)
+        assert len(numpy_calls) == 1
+        expected = torch.stack(
+            [
+                ep.reference_triplet_hinge_loss(
+                    stacked[0, i],
+                    stacked[1, i] if in_dims[1] == 0 else stacked[1, 0],
+                    stacked[2, i],
+                    **HYPER,
+                    reduction=reduction,
+                )
+                for i in range(5)
+            ]
+        )
+        assert_close(result, expected)

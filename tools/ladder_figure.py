@@ -44,6 +44,11 @@ RUNGS = [
     ),
     ("05_cuda_kernel", "a CUDA kernel", "same operator on the GPU", "GPU · Colab GPU"),
 ]
+# Beyond the ladder: the same kernel in Triton, and a paper's operator ported.
+BEYOND = [
+    ("06_triton_kernel", "6. the kernel in Triton", "interpreter on CPU · GPU"),
+    ("07_involution", "7. a paper's CUDA op, ported", "CPU + compiler · GPU"),
+]
 
 
 def reading_minutes(notebook: str) -> int:
@@ -54,8 +59,8 @@ def reading_minutes(notebook: str) -> int:
 
 def draw(output: pathlib.Path) -> None:
     plt.rcParams["svg.hashsalt"] = "ladder"  # stable ids: the same figure gives the same file
-    fig, axis = plt.subplots(figsize=(9, 4.2))
-    axis.set(xlim=(0, 10), ylim=(0, 6.2))
+    fig, axis = plt.subplots(figsize=(9, 5.4))
+    axis.set(xlim=(0, 10), ylim=(0, 8.0))
     axis.axis("off")
     colors = plt.cm.viridis([0.15, 0.35, 0.55, 0.72, 0.88])
     for rung, ((name, what, adds, runs), color) in enumerate(zip(RUNGS, colors)):
@@ -85,6 +90,29 @@ def draw(output: pathlib.Path) -> None:
         axis.text(x + 0.2, y + 0.25, adds, color=text_color, fontsize=9, va="center")
         axis.text(x + 6.6, y + 0.58, f"~{reading_minutes(name)} min", fontsize=9, va="center")
         axis.text(x + 6.6, y + 0.25, runs, fontsize=8, va="center", color="dimgray")
+    axis.text(0.2, 6.45, "Beyond the ladder", fontsize=10, fontweight="bold", color="dimgray")
+    for i, (name, what, runs) in enumerate(BEYOND):
+        x, y = 0.2 + i * 4.9, 6.75
+        axis.add_patch(
+            FancyBboxPatch(
+                (x, y),
+                4.6,
+                0.9,
+                boxstyle="round,pad=0.02",
+                facecolor="white",
+                edgecolor=plt.cm.viridis(0.5),
+                linewidth=1.5,
+            )
+        )
+        axis.text(x + 0.2, y + 0.58, what, fontsize=10, fontweight="bold", va="center")
+        axis.text(
+            x + 0.2,
+            y + 0.25,
+            f"~{reading_minutes(name)} min · {runs}",
+            fontsize=8,
+            va="center",
+            color="dimgray",
+        )
     axis.set_title("One operator, five rungs: each checked against the one before", fontsize=12)
     fig.savefig(output, format="svg", bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)

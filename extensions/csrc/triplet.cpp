@@ -5,7 +5,8 @@
 // one more pass that recomputes them and writes all three gradients. Rows are
 // spread over threads with at::parallel_for. Rows with a unit inner stride
 // (any row stride, 0 included) take a vectorised path; other layouts a strided
-// scalar path, so no input is copied.
+// scalar path, so no input is copied. A third kernel computes the loss and its
+// gradients in one pass, for a backward known to follow (grad_in_forward).
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
@@ -14,6 +15,7 @@
 #include <ATen/cpu/vec/vec.h>
 #include <torch/library.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <string_view>
@@ -139,7 +141,8 @@ void row_distances(const at::Tensor& anchor, const at::Tensor& positive,
 // streaming stores: about the size of a laptop's last-level cache.
 constexpr std::size_t kStreamingThresholdBytes = std::size_t{8} << 20;
 
-// dL/da, dL/dp, dL/dn of one row, from the row's two gradient weights.
+// dL/da, dL/dp, dL/dn of one row, from the row's two gradient weights. A null
+// output pointer is a gradient nobody asked for: it is not written.
 template <typename scalar_t, typename acc_t, typename RowT>
 void write_row_gradients(RowT a, RowT p, RowT n, int64_t begin, int64_t dim,
                          TripletWeights<acc_t> w, scalar_t* __restrict__ grad_a,
@@ -148,9 +151,9 @@ void write_row_gradients(RowT a, RowT p, RowT n, int64_t begin, int64_t dim,
     const acc_t av = static_cast<acc_t>(a[j]);
     const acc_t grad_pj = -w.w_ap * (av - static_cast<acc_t>(p[j]));
     const acc_t grad_nj = w.w_an * (av - static_cast<acc_t>(n[j]));
-    grad_p[j] = static_cast<scalar_t>(grad_pj);
-    grad_n[j] = static_cast<scalar_t>(grad_nj);
-    grad_a[j] = static_cast<scalar_t>(-(grad_pj + grad_nj));
+    if (grad_p) grad_p[j] = static_cast<scalar_t>(grad_pj);
+    if (grad_n) grad_n[j] = static_cast<scalar_t>(grad_nj);
+    if (grad_a) grad_a[j] = static_cast<scalar_t>(-(grad_pj + grad_nj));
   }
 }
 
@@ -195,9 +198,9 @@ void write_row_gradients_contiguous(const scalar_t* a, const scalar_t* p, const 
     const Vec av = Vec::loadu(a + j);
     const Vec gp = (Vec::loadu(p + j) - av) * w_ap;  // -w_ap (a - p)
     const Vec gn = (av - Vec::loadu(n + j)) * w_an;  //  w_an (a - n)
-    store(gp, grad_p + j, streaming);
-    store(gn, grad_n + j, streaming);
-    store(Vec(0) - (gp + gn), grad_a + j, streaming);
+    if (grad_p) store(gp, grad_p + j, streaming);
+    if (grad_n) store(gn, grad_n + j, streaming);
+    if (grad_a) store(Vec(0) - (gp + gn), grad_a + j, streaming);
   }
   write_row_gradients<scalar_t, scalar_t>(Row1<scalar_t>{a}, Row1<scalar_t>{p},
                                           Row1<scalar_t>{n}, j, dim, w, grad_a, grad_p,
@@ -217,6 +220,26 @@ void row_gradients(Row<scalar_t> a, Row<scalar_t> p, Row<scalar_t> n, int64_t di
     }
   }
   write_row_gradients<scalar_t, acc_t>(a, p, n, 0, dim, w, grad_a, grad_p, grad_n);
+}
+
+// A gradient output: a fresh contiguous (B, D) tensor, or undefined if unneeded.
+at::Tensor new_gradient(const at::Tensor& anchor, bool needed) {
+  return needed ? at::empty({anchor.size(0), anchor.size(1)}, anchor.options()) : at::Tensor();
+}
+
+std::size_t gradient_bytes(const at::Tensor& anchor, std::array<bool, 3> output_mask) {
+  const std::size_t outputs = output_mask[0] + output_mask[1] + output_mask[2];
+  return outputs * anchor.numel() * anchor.element_size();
+}
+
+template <typename scalar_t>
+scalar_t* output_or_null(at::Tensor& t) {
+  return t.defined() ? t.mutable_data_ptr<scalar_t>() : nullptr;
+}
+
+template <typename scalar_t>
+scalar_t* row_or_null(scalar_t* base, int64_t i, int64_t dim) {
+  return base ? base + i * dim : nullptr;
 }
 
 }  // namespace
@@ -254,15 +277,20 @@ at::Tensor triplet_forward_cpu(const at::Tensor& anchor, const at::Tensor& posit
 std::tuple<at::Tensor, at::Tensor, at::Tensor> triplet_backward_cpu(
     const at::Tensor& grad_output, const at::Tensor& anchor, const at::Tensor& positive,
     const at::Tensor& negative, double t1, double t2, double beta,
-    c10::string_view reduction) {
+    c10::string_view reduction, std::array<bool, 3> output_mask) {
   check_triplet_inputs(anchor, positive, negative, t1, t2, beta, reduction);
   check_grad_output(grad_output, anchor, reduction);
   const int64_t batch = anchor.size(0);
   const int64_t dim = anchor.size(1);
-  // Gradients are fresh contiguous (B, D) tensors, whatever the inputs' strides.
-  at::Tensor grad_a = at::empty({batch, dim}, anchor.options());
-  at::Tensor grad_p = at::empty({batch, dim}, anchor.options());
-  at::Tensor grad_n = at::empty({batch, dim}, anchor.options());
+  // Gradients are fresh contiguous (B, D) tensors, whatever the inputs' strides;
+  // one that output_mask says nobody needs stays undefined (None in Python) and
+  // is never written: detached negatives, say, save a third of the writes.
+  at::Tensor grad_a = new_gradient(anchor, output_mask[0]);
+  at::Tensor grad_p = new_gradient(anchor, output_mask[1]);
+  at::Tensor grad_n = new_gradient(anchor, output_mask[2]);
+  if (!output_mask[0] && !output_mask[1] && !output_mask[2]) {
+    return {grad_a, grad_p, grad_n};
+  }
   const TripletParams params{t1, t2, beta};
   const bool contiguous_rows = unit_inner_stride(anchor) && unit_inner_stride(positive) &&
                                unit_inner_stride(negative);
@@ -271,7 +299,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> triplet_backward_cpu(
   const bool per_row = reduction == "none";
   const double scale = reduction == "mean" && batch > 0 ? 1.0 / batch : 1.0;
   // Stream the gradients past the caches when they could not stay there anyway.
-  const bool streaming = grad_a.nbytes() * 3 > kStreamingThresholdBytes;
+  const bool streaming = gradient_bytes(anchor, output_mask) > kStreamingThresholdBytes;
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, anchor.scalar_type(), "triplet_backward_cpu", [&] {
         using acc_t = at::opmath_type<scalar_t>;
@@ -279,9 +307,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> triplet_backward_cpu(
         const scalar_t* p = positive.const_data_ptr<scalar_t>();
         const scalar_t* n = negative.const_data_ptr<scalar_t>();
         const scalar_t* g_data = g.const_data_ptr<scalar_t>();
-        scalar_t* ga = grad_a.mutable_data_ptr<scalar_t>();
-        scalar_t* gp = grad_p.mutable_data_ptr<scalar_t>();
-        scalar_t* gn = grad_n.mutable_data_ptr<scalar_t>();
+        scalar_t* ga = output_or_null<scalar_t>(grad_a);
+        scalar_t* gp = output_or_null<scalar_t>(grad_p);
+        scalar_t* gn = output_or_null<scalar_t>(grad_n);
         at::parallel_for(0, batch, grain_size(dim), [&](int64_t begin, int64_t end) {
           for (int64_t i = begin; i < end; ++i) {
             acc_t d_ap, d_an;
@@ -293,13 +321,69 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> triplet_backward_cpu(
             // A second pass over the row, which is still in the L1 cache.
             const Row<scalar_t> ar = row(anchor, a, i), pr = row(positive, p, i),
                                 nr = row(negative, n, i);
-            row_gradients<scalar_t, acc_t>(ar, pr, nr, dim, w, ga + i * dim, gp + i * dim,
-                                           gn + i * dim, contiguous_rows, streaming);
+            row_gradients<scalar_t, acc_t>(ar, pr, nr, dim, w, row_or_null(ga, i, dim),
+                                           row_or_null(gp, i, dim), row_or_null(gn, i, dim),
+                                           contiguous_rows, streaming);
           }
           finish_streaming_stores();
         });
       });
   return {grad_a, grad_p, grad_n};
+}
+
+// The loss and the gradients in one pass, for a backward that will follow
+// (ops.triplet_hinge_loss(..., grad_in_forward=True)). The gradients are
+// those of the returned loss, i.e. for grad_output = 1: autograd saves them
+// instead of the inputs, and backward returns them as they are when
+// grad_output is 1 (scaled otherwise). Traffic: read 3 B D, write 3 B D,
+// where a forward and a separate backward move 9 B D. As in the backward,
+// output_mask says which gradients to compute; the others are undefined.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> triplet_forward_with_grads_cpu(
+    const at::Tensor& anchor, const at::Tensor& positive, const at::Tensor& negative,
+    double t1, double t2, double beta, c10::string_view reduction,
+    std::array<bool, 3> output_mask) {
+  check_triplet_inputs(anchor, positive, negative, t1, t2, beta, reduction);
+  const int64_t batch = anchor.size(0);
+  const int64_t dim = anchor.size(1);
+  at::Tensor per_triplet = at::empty({batch}, anchor.options());
+  at::Tensor grad_a = new_gradient(anchor, output_mask[0]);
+  at::Tensor grad_p = new_gradient(anchor, output_mask[1]);
+  at::Tensor grad_n = new_gradient(anchor, output_mask[2]);
+  const TripletParams params{t1, t2, beta};
+  const bool contiguous_rows = unit_inner_stride(anchor) && unit_inner_stride(positive) &&
+                               unit_inner_stride(negative);
+  // dL/dloss_i for grad_output = 1: 1/B for "mean", 1 for "sum" and "none".
+  const double scale = reduction == "mean" && batch > 0 ? 1.0 / batch : 1.0;
+  const bool streaming = gradient_bytes(anchor, output_mask) > kStreamingThresholdBytes;
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, anchor.scalar_type(), "triplet_forward_with_grads_cpu", [&] {
+        using acc_t = at::opmath_type<scalar_t>;
+        const scalar_t* a = anchor.const_data_ptr<scalar_t>();
+        const scalar_t* p = positive.const_data_ptr<scalar_t>();
+        const scalar_t* n = negative.const_data_ptr<scalar_t>();
+        scalar_t* out = per_triplet.mutable_data_ptr<scalar_t>();
+        scalar_t* ga = output_or_null<scalar_t>(grad_a);
+        scalar_t* gp = output_or_null<scalar_t>(grad_p);
+        scalar_t* gn = output_or_null<scalar_t>(grad_n);
+        at::parallel_for(0, batch, grain_size(dim), [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i) {
+            acc_t d_ap, d_an;
+            row_distances<scalar_t, acc_t>(anchor, positive, negative, a, p, n, i,
+                                           contiguous_rows, d_ap, d_an);
+            out[i] = static_cast<scalar_t>(triplet_loss<acc_t>(d_ap, d_an, params));
+            const TripletWeights<acc_t> w =
+                triplet_weights<acc_t>(d_ap, d_an, static_cast<acc_t>(scale), params);
+            // The row is still in the L1 cache: this second pass reads no memory.
+            const Row<scalar_t> ar = row(anchor, a, i), pr = row(positive, p, i),
+                                nr = row(negative, n, i);
+            row_gradients<scalar_t, acc_t>(ar, pr, nr, dim, w, row_or_null(ga, i, dim),
+                                           row_or_null(gp, i, dim), row_or_null(gn, i, dim),
+                                           contiguous_rows, streaming);
+          }
+          finish_streaming_stores();
+        });
+      });
+  return {reduce_losses(per_triplet, reduction), grad_a, grad_p, grad_n};
 }
 
 // ---- Registration ----------------------------------------------------------
@@ -310,16 +394,26 @@ TORCH_LIBRARY(extending_pytorch, m) {
   m.def(
       "triplet_hinge_loss(Tensor anchor, Tensor positive, Tensor negative, "
       "float t1, float t2, float beta, str reduction=\"mean\") -> Tensor");
+  // output_mask says which of the three gradients to compute, as in ATen's own
+  // backward operators; the others are returned undefined (None in Python).
   m.def(
       "triplet_hinge_loss_backward(Tensor grad_output, Tensor anchor, "
       "Tensor positive, Tensor negative, float t1, float t2, float beta, "
-      "str reduction) -> (Tensor, Tensor, Tensor)");
+      "str reduction, bool[3] output_mask) -> (Tensor, Tensor, Tensor)");
+  // The loss and, in the same pass, its gradients for grad_output = 1 (those
+  // in output_mask; the others undefined): ops.py's grad_in_forward=True.
+  m.def(
+      "triplet_hinge_loss_with_grads(Tensor anchor, Tensor positive, "
+      "Tensor negative, float t1, float t2, float beta, str reduction, "
+      "bool[3] output_mask) -> (Tensor, Tensor, Tensor, Tensor)");
 }
 
-// The CPU kernels; chapter 5 registers the CUDA ones for the same schemas.
+// The CPU kernels; chapter 5 registers CUDA ones for the first two schemas
+// (triplet_hinge_loss_with_grads is CPU only).
 TORCH_LIBRARY_IMPL(extending_pytorch, CPU, m) {
   m.impl("triplet_hinge_loss", &triplet_forward_cpu);
   m.impl("triplet_hinge_loss_backward", &triplet_backward_cpu);
+  m.impl("triplet_hinge_loss_with_grads", &triplet_forward_with_grads_cpu);
 }
 
 }  // namespace extending_pytorch

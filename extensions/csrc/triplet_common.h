@@ -10,6 +10,14 @@
 
 namespace extending_pytorch {
 
+// The dtypes the kernels are compiled for. at::isFloatingType also accepts the
+// 8-bit float types (float8_e4m3fn, ...), which the kernels have no code for:
+// they are refused here with the same message as integers.
+inline bool is_supported_dtype(at::ScalarType dtype) {
+  return dtype == at::kFloat || dtype == at::kDouble || dtype == at::kHalf ||
+         dtype == at::kBFloat16;
+}
+
 inline void check_triplet_inputs(const at::Tensor& anchor, const at::Tensor& positive,
                                  const at::Tensor& negative, double t1, double t2,
                                  double beta, std::string_view reduction) {
@@ -19,8 +27,9 @@ inline void check_triplet_inputs(const at::Tensor& anchor, const at::Tensor& pos
     TORCH_CHECK(tensor->dim() == 2, "triplet_hinge_loss: ", name,
                 " must be 2-D (batch, dim), got ", tensor->dim(), "-D with shape ",
                 tensor->sizes());
-    TORCH_CHECK(at::isFloatingType(tensor->scalar_type()), "triplet_hinge_loss: ", name,
-                " must have a floating-point dtype, got ", tensor->scalar_type());
+    TORCH_CHECK(is_supported_dtype(tensor->scalar_type()), "triplet_hinge_loss: ", name,
+                " must have a floating-point dtype (float32, float64, float16 or bfloat16), got ",
+                tensor->scalar_type());
   }
   for (const auto& [name, tensor] : {inputs[1], inputs[2]}) {
     TORCH_CHECK(tensor->sizes() == anchor.sizes(), "triplet_hinge_loss: ", name,

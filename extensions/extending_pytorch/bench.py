@@ -7,7 +7,12 @@ For each size (B, D) it times, in float32 on all of torch's CPU threads:
 - eager: the chapter-1 reference, autograd's composite of tensor ops;
 - compile: `torch.compile` of that same function (one compiled copy per size);
 - function: the chapter-3 `TripletHingeLossFunction`;
-- cpp: the chapter-4 C++ operator,
+- cpp: the chapter-4 C++ operator (chapter 5's CUDA kernels on a GPU);
+- cpp grad_in_forward: the same with grad_in_forward=True (CPU only): the
+  gradients are computed in the forward pass and kept for backward, so
+  forward + backward moves 6 B D numbers; for the forward task (inputs that
+  need no gradient) it is the plain operator;
+- triton: the chapter-6 Triton kernels, on a GPU only,
 
 each for the forward pass alone and for forward + backward (gradients of all
 three inputs, by `torch.autograd.grad`, so nothing accumulates into `.grad`).
@@ -22,6 +27,7 @@ are interleaved, and each result is the median over rounds.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import pathlib
 import statistics
@@ -58,7 +64,19 @@ def implementations() -> dict:
         "compile": lambda: torch.compile(reference_triplet_hinge_loss),
         "function": lambda: triplet_hinge_loss_function,
         "cpp": lambda: triplet_hinge_loss,
+        "cpp grad_in_forward": lambda: functools.partial(
+            triplet_hinge_loss, grad_in_forward=True
+        ),
+        # Chapter 6's Triton kernels, timed on the GPU only (`run` leaves
+        # them out on a CPU, where Triton's interpreter runs them in numpy).
+        "triton": _triton_loss,
     }
+
+
+def _triton_loss():
+    from extending_pytorch.triton_ops import triplet_hinge_loss
+
+    return triplet_hinge_loss
 
 
 def _forward(loss_fn, inputs):
@@ -140,6 +158,14 @@ def run(
 ) -> dict:
     """Benchmark every size: a JSON-ready dict, with the machine's details."""
     keep_freed_memory()
+    if names is None:
+        # Triton runs on the GPU only, grad_in_forward on the CPU only.
+        names = [
+            n
+            for n in implementations()
+            if (n != "triton" or device == "cuda")
+            and (n != "cpp grad_in_forward" or device == "cpu")
+        ]
     records = []
     for batch, dim in sizes:
         records += measure_size(
@@ -271,6 +297,12 @@ def main(argv=None) -> None:
         f"{r['function']:.2f}x the chapter-3 Function, "
         f"at {r['fraction_of_copy']:.2f} of the copy-bandwidth floor"
     )
+    if args.device == "cpu":
+        g = ratios(results["records"], 4096, 512, of="cpp grad_in_forward")
+        print(
+            "with grad_in_forward=True: "
+            f"{g['compile']:.2f}x torch.compile, {g['cpp']:.2f}x the plain operator"
+        )
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(json.dumps(results, indent=1))

@@ -58,8 +58,8 @@ def return_freed_memory() -> bool:
 
     Blocks above 128 KiB are then always mapped fresh and unmapped on free,
     without the adjustment that `keep_freed_memory` describes: what a process
-    pays when that adjustment does not happen. Chapter 1 uses it to show the
-    cost on every run. Returns True when applied (Linux with glibc).
+    pays when that adjustment does not happen. The allocator appendix uses it
+    to show the cost on every run. Returns True when applied (Linux, glibc).
     """
     return _set_malloc_thresholds(
         GLIBC_DEFAULT_THRESHOLD, GLIBC_DEFAULT_THRESHOLD

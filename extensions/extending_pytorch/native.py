@@ -2,15 +2,25 @@
 
 - `load_ops()` loads the TORCH_LIBRARY operators (`extending_pytorch._C`),
   which `pip install --no-build-isolation -e extensions` (or `make build`)
-  compiled ahead of time. If they are missing, it says how to build them.
+  compiled ahead of time. If they are missing, or were built against another
+  torch, it says how to build them.
 - `load_jit(name)` compiles an extension from the same sources with
   `torch.utils.cpp_extension.load`, into extensions/build/jit/<name>. The
   first call compiles; later calls with unchanged sources only load.
+
+The operators can be registered once per process: a second library defining
+`TORCH_LIBRARY(extending_pytorch, ...)` aborts the process when it loads. So
+`load_jit("_C")` refuses when the operators are already registered (by the
+ahead-of-time library, say), and `load_ops()` does nothing after
+`load_jit("_C")`.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import json
+import pathlib
 
 from extending_pytorch import build_flags
 
@@ -20,55 +30,125 @@ BUILD_HINT = (
     "(this needs a C++ compiler; on Colab, run the notebook's first cell)."
 )
 
+# The operator every build of _C defines: its presence means _C is loaded.
+MARKER_OP = "extending_pytorch::triplet_hinge_loss"
+
 _ops_loaded = False
+
+
+def operators_registered() -> bool:
+    """Whether some library already registered the extending_pytorch operators."""
+    import torch
+
+    try:
+        torch._C._dispatch_find_schema_or_throw(MARKER_OP, "")
+    except RuntimeError:
+        return False
+    return True
+
+
+def build_info(module: str = "extending_pytorch._C") -> dict | None:
+    """What setup.py recorded beside a built extension, or None."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        return None
+    path = pathlib.Path(spec.origin).with_name("_build_info.json")
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text())
+
+
+def check_built_for_this_torch(info: dict | None) -> None:
+    """Refuse a library built against another torch, with the fix.
+
+    torch's C++ ABI is not stable between versions: such a library fails to
+    load with an 'undefined symbol' error, or loads and misbehaves.
+    """
+    import torch
+
+    if info is None or info.get("torch") == torch.__version__:
+        return
+    raise RuntimeError(
+        "The C++ operators of extending_pytorch were built against torch "
+        f"{info.get('torch')}, but torch {torch.__version__} is running. They use "
+        "torch's C++ API, whose ABI changes between versions, so they must be "
+        f"rebuilt for this torch.\n{BUILD_HINT}"
+    )
 
 
 def load_ops() -> None:
     """Load the C++ operators into torch.ops.extending_pytorch, once."""
     global _ops_loaded
-    if _ops_loaded:
+    if _ops_loaded or operators_registered():
+        _ops_loaded = True
         return
+    if importlib.util.find_spec("extending_pytorch._C") is None:
+        raise RuntimeError(
+            "The C++ operators of extending_pytorch are not built (no module "
+            f"extending_pytorch._C).\n{BUILD_HINT}"
+        )
+    check_built_for_this_torch(build_info())
     try:
         importlib.import_module("extending_pytorch._C")
     except ImportError as error:
         raise RuntimeError(
-            "The C++ operators of extending_pytorch are not built "
+            "The C++ operators of extending_pytorch could not be loaded "
             f"({error}).\n{BUILD_HINT}"
         ) from error
     _ops_loaded = True
 
 
 def jit_build_directory(name: str):
-    """Where `load_jit` builds: inside the repository, ignored by git."""
-    return build_flags.EXTENSIONS_DIR / "build" / "jit" / name
+    """Where `load_jit` builds: inside the repository, ignored by git; one
+    directory per torch build (2.13.0+cpu, 2.13.0+cu130, ...), whose libraries
+    differ and cannot be shared."""
+    import torch
+
+    variant = torch.__version__.replace("+", "-")
+    return build_flags.EXTENSIONS_DIR / "build" / "jit" / f"{name}-{variant}"
 
 
-def load_jit(name: str, *, module_name: str | None = None, verbose=False):
+def load_jit(name: str, *, verbose=False):
     """Compile (if needed) and load extension `name` of build_flags.SOURCES.
 
-    `module_name` is the name the extension is built and imported under;
-    it defaults to `name` without its leading underscore.
+    The module is built and imported under `name` itself (its source defines
+    PyInit_<name>), as a top-level module, so it never shadows the ahead-of-time
+    build `extending_pytorch.<name>`.
     """
+    import torch
     from torch.utils.cpp_extension import load
 
     if name not in build_flags.SOURCES:
         raise ValueError(
             f"name must be one of {sorted(build_flags.SOURCES)}, got {name!r}"
         )
-    module_name = module_name or name.lstrip("_")
-    directory = jit_build_directory(module_name)
+    if name == "_C" and operators_registered():
+        raise RuntimeError(
+            "load_jit('_C'): the extending_pytorch operators are already "
+            "registered in this process (by the ahead-of-time build, imported "
+            "by extending_pytorch.ops, or by an earlier load_jit). A library "
+            "can define them only once per process; a second one would abort "
+            "it. Use them as they are, or call load_jit('_C') in a fresh "
+            "process before importing extending_pytorch.ops."
+        )
+    directory = jit_build_directory(name)
     directory.mkdir(parents=True, exist_ok=True)
     sources = list(build_flags.SOURCES[name])
     if with_cuda():
         sources += build_flags.CUDA_SOURCES.get(name, [])
-    return load(
-        name=module_name,
+        build_flags.use_default_cuda_arch_list(torch.cuda.device_count())
+    module = load(
+        name=name,
         sources=[str(build_flags.EXTENSIONS_DIR / s) for s in sources],
         extra_cflags=build_flags.cxx_flags(),
         extra_cuda_cflags=build_flags.nvcc_flags(),
         build_directory=str(directory),
         verbose=verbose,
     )
+    if name == "_C":
+        global _ops_loaded
+        _ops_loaded = True
+    return module
 
 
 def with_cuda() -> bool:

@@ -11,7 +11,10 @@ The first form is a `torch.autograd.Function` (`BesselKv`,
 but opaque to torch.compile. The second registers each as an operator with
 `torch.library.custom_op` (namespace `extending_pytorch_numpy`), with a fake
 (meta) implementation and an autograd formula whose backward is an operator
-too, so torch.compile can capture a whole graph around it.
+too, so torch.compile can capture a whole graph around it. The operators
+run on the CPU only (numpy does), cast to float32 under torch.autocast
+(numpy has no bfloat16), and have vmap rules that call numpy once per
+batch instead of once per sample.
 """
 
 from __future__ import annotations
@@ -30,8 +33,14 @@ from extending_pytorch.reference import (
 )
 
 
-def to_numpy(tensor: Tensor) -> np.ndarray:
+def to_numpy(tensor: Tensor, name: str = "tensor") -> np.ndarray:
     """A numpy view (CPU) or copy (other devices), outside the graph."""
+    if tensor.dtype == torch.bfloat16:  # numpy has no bfloat16 type
+        raise TypeError(
+            f"{name} must be float16, float32 or float64 for numpy, got "
+            "torch.bfloat16; cast it with .float() (under CPU autocast, the "
+            "Functions and operators of this module cast for you)"
+        )
     return tensor.detach().cpu().numpy()
 
 
@@ -52,7 +61,7 @@ class BesselKv(Function):
     def forward(ctx, x: Tensor, v: float) -> Tensor:
         ctx.save_for_backward(x)
         ctx.v = v  # a Python float: kept on ctx, not saved as a tensor
-        return from_numpy(scipy.special.kv(v, to_numpy(x)), like=x)
+        return from_numpy(scipy.special.kv(v, to_numpy(x, "x")), like=x)
 
     @staticmethod
     @once_differentiable  # scipy's derivative is a constant to autograd
@@ -105,6 +114,15 @@ def triplet_hinge_backward_np(g, a, p, n, t1, t2, beta):
     return grad_a, grad_p, grad_n
 
 
+def _triplet_arrays(anchor, positive, negative):
+    """The three inputs as numpy arrays, each named in a dtype error."""
+    return (
+        to_numpy(anchor, "anchor"),
+        to_numpy(positive, "positive"),
+        to_numpy(negative, "negative"),
+    )
+
+
 def _reduce(per_triplet: Tensor, reduction: str) -> Tensor:
     if reduction == "mean":
         return per_triplet.mean()
@@ -125,8 +143,11 @@ class TripletHingeLossNumpy(Function):
     """The triplet hinge loss with numpy forward and backward."""
 
     @staticmethod
+    # Under CPU autocast, cast floating-point inputs to float32 and run
+    # forward with autocast off: numpy cannot take bfloat16.
+    @torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)
     def forward(ctx, anchor, positive, negative, t1, t2, beta, reduction):
-        a, p, n = (to_numpy(t) for t in (anchor, positive, negative))
+        a, p, n = _triplet_arrays(anchor, positive, negative)
         per_triplet = triplet_hinge_forward_np(a, p, n, t1, t2, beta)
         ctx.save_for_backward(anchor, positive, negative)
         ctx.hyper = (t1, t2, beta)
@@ -135,10 +156,11 @@ class TripletHingeLossNumpy(Function):
 
     @staticmethod
     @once_differentiable
+    @torch.amp.custom_bwd(device_type="cpu")  # same autocast state as forward
     def backward(ctx, grad_output):
         anchor, positive, negative = ctx.saved_tensors
         g = _per_triplet_grad(grad_output, anchor.shape[0], ctx.reduction)
-        arrays = (to_numpy(t) for t in (anchor, positive, negative))
+        arrays = _triplet_arrays(anchor, positive, negative)
         grads = triplet_hinge_backward_np(g, *arrays, *ctx.hyper)
         # One gradient per forward input: None where none is needed, and
         # for the four non-tensor arguments.
@@ -166,10 +188,15 @@ def triplet_hinge_loss_numpy_function(
 
 
 # K_v as an operator: the n-th derivative of K_v, computed by scipy.
-@torch.library.custom_op("extending_pytorch_numpy::bessel_kv", mutates_args=())
+# mutates_args=(): it writes to no input. device_types="cpu": a kernel for
+# CPU tensors only, so a CUDA tensor raises instead of being copied to the
+# host and back behind the caller's back.
+@torch.library.custom_op(
+    "extending_pytorch_numpy::bessel_kv", mutates_args=(), device_types="cpu"
+)
 def _bessel_kv_op(x: Tensor, v: float, n: int = 0) -> Tensor:
     """The n-th derivative of K_v at x (n = 0: K_v itself)."""
-    return from_numpy(scipy.special.kvp(v, to_numpy(x), n), like=x)
+    return from_numpy(scipy.special.kvp(v, to_numpy(x, "x"), n), like=x)
 
 
 @_bessel_kv_op.register_fake
@@ -196,6 +223,18 @@ _bessel_kv_op.register_autograd(
 )
 
 
+@_bessel_kv_op.register_vmap
+def _(info, in_dims, x, v, n=0):
+    # Elementwise: one call on the whole batch; the batch dim stays put.
+    return _bessel_kv_op(x, v, n), in_dims[0]
+
+
+# Under CPU autocast, cast floating-point inputs to float32 first.
+torch.library.register_autocast(
+    "extending_pytorch_numpy::bessel_kv", "cpu", torch.float32
+)
+
+
 def bessel_kv(x: Tensor, v: float) -> Tensor:
     """K_v(x) through the operator `extending_pytorch_numpy::bessel_kv`."""
     return torch.ops.extending_pytorch_numpy.bessel_kv(
@@ -205,7 +244,9 @@ def bessel_kv(x: Tensor, v: float) -> Tensor:
 
 # The triplet loss as an operator, with its backward as a second one.
 @torch.library.custom_op(
-    "extending_pytorch_numpy::triplet_hinge_loss", mutates_args=()
+    "extending_pytorch_numpy::triplet_hinge_loss",
+    mutates_args=(),
+    device_types="cpu",
 )
 def _triplet_op(
     anchor: Tensor,
@@ -216,7 +257,7 @@ def _triplet_op(
     beta: float,
     reduction: str,
 ) -> Tensor:
-    a, p, n = (to_numpy(t) for t in (anchor, positive, negative))
+    a, p, n = _triplet_arrays(anchor, positive, negative)
     per_triplet = triplet_hinge_forward_np(a, p, n, t1, t2, beta)
     return _reduce(from_numpy(per_triplet, like=anchor), reduction)
 
@@ -229,7 +270,9 @@ def _(anchor, positive, negative, t1, t2, beta, reduction):
 
 
 @torch.library.custom_op(
-    "extending_pytorch_numpy::triplet_hinge_loss_backward", mutates_args=()
+    "extending_pytorch_numpy::triplet_hinge_loss_backward",
+    mutates_args=(),
+    device_types="cpu",
 )
 def _triplet_backward_op(
     grad_output: Tensor,
@@ -242,7 +285,7 @@ def _triplet_backward_op(
     reduction: str,
 ) -> tuple[Tensor, Tensor, Tensor]:
     g = _per_triplet_grad(grad_output, anchor.shape[0], reduction)
-    arrays = (to_numpy(t) for t in (anchor, positive, negative))
+    arrays = _triplet_arrays(anchor, positive, negative)
     grads = triplet_hinge_backward_np(g, *arrays, t1, t2, beta)
     return tuple(from_numpy(grad, like=anchor) for grad in grads)
 
@@ -267,6 +310,31 @@ def _triplet_backward(ctx, grad_output):
 
 
 _triplet_op.register_autograd(_triplet_backward, setup_context=_triplet_setup)
+
+
+@_triplet_op.register_vmap
+def _(info, in_dims, anchor, positive, negative, t1, t2, beta, reduction):
+    # Stack the vmapped batch in front, flatten it with the triplets, make
+    # one numpy call on all of them, then reduce each vmapped row alone.
+    size = info.batch_size
+    a, p, n = (
+        t.movedim(dim, 0) if dim is not None else t.expand(size, *t.shape)
+        for t, dim in zip((anchor, positive, negative), in_dims[:3])
+    )
+    batch, features = a.shape[1], a.shape[2]
+    flat = (t.reshape(size * batch, features) for t in (a, p, n))
+    per_triplet = _triplet_op(*flat, t1, t2, beta, "none").reshape(size, batch)
+    if reduction == "mean":
+        return per_triplet.mean(dim=1), 0
+    if reduction == "sum":
+        return per_triplet.sum(dim=1), 0
+    return per_triplet, 0
+
+
+# Under CPU autocast, the loss casts its inputs to float32 too.
+torch.library.register_autocast(
+    "extending_pytorch_numpy::triplet_hinge_loss", "cpu", torch.float32
+)
 
 
 def triplet_hinge_loss_numpy(

@@ -5,6 +5,8 @@ with TORCH_LIBRARY. This module adds what Python knows best:
 
 - fake implementations, so torch.compile can trace the operators;
 - the autograd formula, whose backward is the C++ backward operator;
+- grad_in_forward: a forward that also computes the gradients, for a
+  backward known to follow;
 - the public `triplet_hinge_loss` and the module `CppTripletHingeLoss`.
 """
 
@@ -35,8 +37,12 @@ def _(anchor, positive, negative, t1, t2, beta, reduction="mean"):
 
 
 @torch.library.register_fake("extending_pytorch::triplet_hinge_loss_backward")
-def _(grad_output, anchor, positive, negative, t1, t2, beta, reduction):
-    return tuple(anchor.new_empty(anchor.shape) for _ in range(3))
+def _(grad_output, anchor, positive, negative, t1, t2, beta, reduction, output_mask):
+    # A gradient that output_mask leaves out is not computed: None.
+    return tuple(
+        anchor.new_empty(anchor.shape) if needed else None
+        for needed in output_mask
+    )
 
 
 def _setup_context(ctx, inputs, output):
@@ -47,12 +53,14 @@ def _setup_context(ctx, inputs, output):
 
 def _backward(ctx, grad_output):
     anchor, positive, negative = ctx.saved_tensors
+    # Only the gradients autograd needs are computed (a detached negative, say,
+    # saves a third of the writes); the others come back as None.
+    output_mask = list(ctx.needs_input_grad[:3])
     grads = triplet_hinge_loss_backward_op(
-        grad_output, anchor, positive, negative, *ctx.settings
+        grad_output, anchor, positive, negative, *ctx.settings, output_mask
     )
-    needed = ctx.needs_input_grad
     return (
-        *(grad if need else None for grad, need in zip(grads, needed)),
+        *grads,
         None,  # t1
         None,  # t2
         None,  # beta
@@ -73,7 +81,7 @@ torch.library.register_autograd(
 # and in the differences a - p, a - n (its masks are piecewise constant), so
 # its own gradient has a closed form, written here with differentiable ops.
 def _setup_backward_context(ctx, inputs, output):
-    grad_output, anchor, positive, negative, *settings = inputs
+    grad_output, anchor, positive, negative, *settings, output_mask = inputs
     ctx.save_for_backward(grad_output, anchor, positive, negative)
     ctx.settings = settings
 
@@ -81,15 +89,22 @@ def _setup_backward_context(ctx, inputs, output):
 def _backward_of_backward(ctx, grad_ga, grad_gp, grad_gn):
     g, anchor, positive, negative = ctx.saved_tensors
     t1, t2, beta, reduction = ctx.settings
+    dtype = anchor.dtype
+    # The kernels accumulate half and bfloat16 in float; so does this formula,
+    # or its masks (push, pull) could differ from the ones the kernel used.
+    acc = torch.promote_types(dtype, torch.float32)
+    g, anchor, positive, negative = (t.to(acc) for t in (g, anchor, positive, negative))
     zeros = torch.zeros_like(anchor)
-    grad_ga = zeros if grad_ga is None else grad_ga
-    grad_gp = zeros if grad_gp is None else grad_gp
-    grad_gn = zeros if grad_gn is None else grad_gn
+    grad_ga = zeros if grad_ga is None else grad_ga.to(acc)
+    grad_gp = zeros if grad_gp is None else grad_gp.to(acc)
+    grad_gn = zeros if grad_gn is None else grad_gn.to(acc)
     diff_p, diff_n = anchor - positive, anchor - negative
     d_ap, d_an = diff_p.pow(2).sum(-1), diff_n.pow(2).sum(-1)
-    push = (d_ap - d_an >= t1).to(anchor.dtype)
-    pull = (d_ap >= t2).to(anchor.dtype)
-    scale = 1.0 / anchor.shape[0] if reduction == "mean" else 1.0
+    push = (d_ap - d_an >= t1).to(acc)
+    pull = (d_ap >= t2).to(acc)
+    batch = anchor.shape[0]
+    # An empty batch has nothing to differentiate; its "mean" scale is moot.
+    scale = 1.0 / batch if reduction == "mean" and batch > 0 else 1.0
     # The backward computed grad_a = w_ap (a-p) - w_an (a-n), grad_p =
     # -w_ap (a-p), grad_n = w_an (a-n), with w_ap, w_an proportional to g.
     w_ap = 2 * scale * g * (push + beta * pull)
@@ -106,16 +121,19 @@ def _backward_of_backward(ctx, grad_ga, grad_gp, grad_gn):
             + push * (diff_n * v).sum(-1)
         )
     )
-    grad_g = per_row if reduction == "none" else per_row.sum()
+    # The gradient of grad_output has grad_output's shape: (B,) for "none";
+    # for "mean" and "sum" a scalar, which may have come as () or (1,).
+    grad_g = per_row if reduction == "none" else per_row.sum().reshape(g.shape)
     return (
-        grad_g,
-        grad_diff_p + grad_diff_n,  # anchor
-        -grad_diff_p,  # positive
-        -grad_diff_n,  # negative
-        None,
-        None,
-        None,
-        None,
+        grad_g.to(dtype),
+        (grad_diff_p + grad_diff_n).to(dtype),  # anchor
+        (-grad_diff_p).to(dtype),  # positive
+        (-grad_diff_n).to(dtype),  # negative
+        None,  # t1
+        None,  # t2
+        None,  # beta
+        None,  # reduction
+        None,  # output_mask
     )
 
 
@@ -123,6 +141,88 @@ torch.library.register_autograd(
     "extending_pytorch::triplet_hinge_loss_backward",
     _backward_of_backward,
     setup_context=_setup_backward_context,
+)
+
+
+# ---- grad_in_forward: move fewer bytes --------------------------------------
+# When a backward will follow, the forward can compute the gradients in the
+# same pass (the row is in the L1 cache) and autograd can keep them instead of
+# the inputs: 6 B D numbers moved instead of 9 B D. They are the gradients for
+# grad_output = 1, so backward returns them as they are when grad_output is
+# exactly 1 and scales them otherwise (an extra pass over each). Double
+# backward (create_graph=True) takes the plain backward operator, which has an
+# autograd formula of its own.
+triplet_hinge_loss_with_grads_op = (
+    torch.ops.extending_pytorch.triplet_hinge_loss_with_grads.default
+)
+
+
+@torch.library.register_fake("extending_pytorch::triplet_hinge_loss_with_grads")
+def _(anchor, positive, negative, t1, t2, beta, reduction, output_mask):
+    torch._check(anchor.dim() == 2, lambda: "anchor must be 2-D (batch, dim)")
+    if reduction == "none":
+        loss = anchor.new_empty(anchor.shape[0])
+    else:
+        loss = anchor.new_empty(())
+    grads = (anchor.new_empty(anchor.shape) if needed else None for needed in output_mask)
+    return (loss, *grads)
+
+
+def _setup_with_grads_context(ctx, inputs, output):
+    anchor, positive, negative, t1, t2, beta, reduction, output_mask = inputs
+    _, *grads = output
+    # The gradients are a means, not a result: nothing differentiates them.
+    ctx.mark_non_differentiable(*(g for g in grads if g is not None))
+    # Their incoming gradients are unused; left to the default, autograd would
+    # first fill B x D tensors with zeros for them: the very traffic saved here.
+    ctx.set_materialize_grads(False)
+    # Saving keeps a reference and copies nothing: the inputs are kept for
+    # double backward only.
+    ctx.save_for_backward(*grads, anchor, positive, negative)
+    ctx.settings = (t1, t2, beta, reduction)
+
+
+def _is_exactly_one(grad_output: Tensor) -> bool:
+    # Only for a real CPU tensor: reading its value needs data. Under
+    # torch.compile it is a fake tensor, and the compiled backward scales.
+    if type(grad_output) is not torch.Tensor or grad_output.device.type != "cpu":
+        return False
+    return bool((grad_output == 1).all())
+
+
+def _backward_with_grads(ctx, grad_output, *unused):
+    grad_a, grad_p, grad_n, anchor, positive, negative = ctx.saved_tensors
+    t1, t2, beta, reduction = ctx.settings
+    output_mask = list(ctx.needs_input_grad[:3])
+    if grad_output is None:  # (materialize_grads is off)
+        grads = (None, None, None)
+    elif torch.is_grad_enabled():
+        # create_graph=True: the plain backward operator, whose autograd formula
+        # makes the second derivative correct. The saved gradients are
+        # constants to autograd; differentiating them would give zero.
+        grads = triplet_hinge_loss_backward_op(
+            grad_output, anchor, positive, negative, t1, t2, beta, reduction,
+            output_mask,
+        )
+    elif _is_exactly_one(grad_output):
+        grads = (grad_a, grad_p, grad_n)
+    else:
+        scale = grad_output.unsqueeze(-1) if reduction == "none" else grad_output
+        grads = tuple(None if g is None else g * scale for g in (grad_a, grad_p, grad_n))
+    return (
+        *grads,
+        None,  # t1
+        None,  # t2
+        None,  # beta
+        None,  # reduction
+        None,  # output_mask
+    )
+
+
+torch.library.register_autograd(
+    "extending_pytorch::triplet_hinge_loss_with_grads",
+    _backward_with_grads,
+    setup_context=_setup_with_grads_context,
 )
 
 
@@ -135,13 +235,30 @@ def triplet_hinge_loss(
     t2: float,
     beta: float,
     reduction: str = "mean",
+    grad_in_forward: bool = False,
 ) -> Tensor:
     """The triplet hinge loss, computed by the C++ operator.
 
     Same arguments and results as `reference_triplet_hinge_loss`. The C++
     operator checks the tensors; the hyper-parameters are checked here.
+
+    grad_in_forward=True (CPU only): when a backward can follow (grad mode is
+    on and an input requires gradients), compute the gradients in the forward
+    pass and keep them, instead of the inputs, until backward. Faster for
+    `loss.backward()` on a scalar loss; slower when no backward runs or when
+    grad_output is not 1; holds the gradients in memory in between.
     """
     t1, t2, beta, reduction = check_hyperparameters(t1, t2, beta, reduction)
+    needs_grad = [t.requires_grad for t in (anchor, positive, negative)]
+    if grad_in_forward and torch.is_grad_enabled() and any(needs_grad):
+        if anchor.device.type != "cpu":
+            raise ValueError(
+                "triplet_hinge_loss: grad_in_forward=True is implemented for CPU "
+                f"tensors only, got anchor on {anchor.device}"
+            )
+        return triplet_hinge_loss_with_grads_op(
+            anchor, positive, negative, t1, t2, beta, reduction, needs_grad
+        )[0]
     return triplet_hinge_loss_op(
         anchor, positive, negative, t1, t2, beta, reduction
     )
@@ -151,3 +268,15 @@ class CppTripletHingeLoss(TripletHingeLoss):
     """Chapter 1's module, computing the loss with the C++ operator."""
 
     loss_function = staticmethod(triplet_hinge_loss)
+
+
+# Autocast. Under torch.autocast("cpu", dtype=torch.bfloat16) a model's layers
+# run in bfloat16 and hand the loss bfloat16 embeddings. Like torch's own
+# losses (triplet_margin_loss is on autocast's float32 list), the operator
+# then computes in float32: the squared distances sum D products, which in
+# bfloat16 (8 significant bits) would lose most of their digits. The casts
+# are ordinary differentiable ops, so gradients reach the bfloat16
+# embeddings in bfloat16.
+# grad_in_forward's operator follows the same rule.
+for _name in ("triplet_hinge_loss", "triplet_hinge_loss_with_grads"):
+    torch.library.register_autocast(f"extending_pytorch::{_name}", "cpu", torch.float32)

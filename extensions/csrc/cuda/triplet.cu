@@ -3,16 +3,19 @@
 //
 // Mapping: one warp (32 threads) per row of the batch, 8 warps per block.
 // The 32 lanes of a warp read a row's elements side by side, so consecutive
-// lanes touch consecutive addresses (coalesced loads), 4 floats at a time
-// where the row is contiguous and aligned. Each lane sums squares over its
-// elements in float (double for double inputs); a butterfly of warp shuffles
-// then gives every lane the row's two squared distances.
+// lanes touch consecutive addresses (coalesced loads), 16 bytes per lane per
+// load (4 floats, 8 halfs) where the row is contiguous and aligned. Each lane
+// sums squares over its elements in float (double for double inputs); a
+// butterfly of warp shuffles then gives every lane the row's two squared
+// distances. The grid has at most kMaxBlocks blocks (launch_config.h); each
+// warp loops over rows a grid apart, so any batch size fits one launch.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cstdint>
 #include <type_traits>
 
+#include "launch_config.h"
 #include "triplet_kernels.h"
 
 namespace extending_pytorch {
@@ -64,82 +67,109 @@ __device__ __forceinline__ acc_t warp_sum(acc_t value) {
   return value;
 }
 
-// Can this row be read as float4? Needs float, unit column strides, and
-// 16-byte aligned rows.
+// 16 bytes of scalar_t: what one lane loads or stores with one instruction
+// (4 floats, 2 doubles, 8 halfs or bfloat16s).
 template <typename scalar_t>
-__device__ __forceinline__ bool use_float4(const TripletInputs<scalar_t>& in, int64_t row) {
-  if constexpr (!std::is_same_v<scalar_t, float>) {
-    return false;
-  } else {
-    if (in.dim % 4 != 0 || in.anchor_layout.col != 1 || in.positive_layout.col != 1 ||
-        in.negative_layout.col != 1) {
-      return false;
-    }
-    const auto aligned = [&](const float* base, Layout layout) {
-      return reinterpret_cast<std::uintptr_t>(base + row * layout.row) % 16 == 0;
-    };
-    return aligned(in.anchor, in.anchor_layout) && aligned(in.positive, in.positive_layout) &&
-           aligned(in.negative, in.negative_layout);
-  }
+struct alignas(16) Pack {
+  static constexpr int kSize = 16 / sizeof(scalar_t);
+  scalar_t v[kSize];
+};
+
+__device__ __forceinline__ bool aligned16(const void* pointer) {
+  return reinterpret_cast<std::uintptr_t>(pointer) % 16 == 0;
 }
 
-// Both squared distances of `row`, summed by the whole warp.
+// The three input rows of one triplet.
+template <typename scalar_t>
+struct RowPointers {
+  const scalar_t* a;
+  const scalar_t* p;
+  const scalar_t* n;
+};
+
+template <typename scalar_t>
+__device__ __forceinline__ RowPointers<scalar_t> row_pointers(const TripletInputs<scalar_t>& in,
+                                                              int64_t row) {
+  return {in.anchor + row * in.anchor_layout.row, in.positive + row * in.positive_layout.row,
+          in.negative + row * in.negative_layout.row};
+}
+
+// Can this row be read in 16-byte packs? Every input needs unit column strides
+// and a 16-byte aligned row start, and dim must be a whole number of packs.
+// (Views such as x[:, 1:] start rows at odd addresses: they take the
+// element-by-element loop.)
+template <typename scalar_t>
+__device__ __forceinline__ bool use_packs(const TripletInputs<scalar_t>& in,
+                                          const RowPointers<scalar_t>& r) {
+  return in.dim % Pack<scalar_t>::kSize == 0 && in.anchor_layout.col == 1 &&
+         in.positive_layout.col == 1 && in.negative_layout.col == 1 && aligned16(r.a) &&
+         aligned16(r.p) && aligned16(r.n);
+}
+
+// The same for the gradient rows the backward writes (null: not written).
+template <typename scalar_t>
+__device__ __forceinline__ bool aligned_or_null(const scalar_t* pointer) {
+  return pointer == nullptr || aligned16(pointer);
+}
+
+// Both squared distances of one row, summed by the whole warp.
 template <typename scalar_t, typename acc_t>
-__device__ void row_distances(const TripletInputs<scalar_t>& in, int64_t row, int lane,
-                              bool vectorised, acc_t& d_ap, acc_t& d_an) {
-  const scalar_t* a = in.anchor + row * in.anchor_layout.row;
-  const scalar_t* p = in.positive + row * in.positive_layout.row;
-  const scalar_t* n = in.negative + row * in.negative_layout.row;
+__device__ void row_distances(const TripletInputs<scalar_t>& in, const RowPointers<scalar_t>& r,
+                              int lane, bool packed, acc_t& d_ap, acc_t& d_an) {
   acc_t sum_p = 0, sum_n = 0;
-  if constexpr (std::is_same_v<scalar_t, float>) {
-    if (vectorised) {
-      const float4* a4 = reinterpret_cast<const float4*>(a);
-      const float4* p4 = reinterpret_cast<const float4*>(p);
-      const float4* n4 = reinterpret_cast<const float4*>(n);
-      for (int64_t k = lane; k < in.dim / 4; k += kWarpSize) {
-        const float4 av = a4[k], pv = p4[k], nv = n4[k];
-        const float dp[4] = {av.x - pv.x, av.y - pv.y, av.z - pv.z, av.w - pv.w};
-        const float dn[4] = {av.x - nv.x, av.y - nv.y, av.z - nv.z, av.w - nv.w};
+  if (packed) {
+    using P = Pack<scalar_t>;
+    const P* a = reinterpret_cast<const P*>(r.a);
+    const P* p = reinterpret_cast<const P*>(r.p);
+    const P* n = reinterpret_cast<const P*>(r.n);
+    for (int64_t k = lane; k < in.dim / P::kSize; k += kWarpSize) {
+      const P av = a[k], pv = p[k], nv = n[k];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          sum_p += dp[e] * dp[e];
-          sum_n += dn[e] * dn[e];
-        }
+      for (int e = 0; e < P::kSize; ++e) {
+        const acc_t x = to_acc(av.v[e]);
+        const acc_t dp = x - to_acc(pv.v[e]);
+        const acc_t dn = x - to_acc(nv.v[e]);
+        sum_p += dp * dp;
+        sum_n += dn * dn;
       }
-      d_ap = warp_sum(sum_p);
-      d_an = warp_sum(sum_n);
-      return;
     }
-  }
-  for (int64_t j = lane; j < in.dim; j += kWarpSize) {
-    const acc_t av = to_acc(a[j * in.anchor_layout.col]);
-    const acc_t dp = av - to_acc(p[j * in.positive_layout.col]);
-    const acc_t dn = av - to_acc(n[j * in.negative_layout.col]);
-    sum_p += dp * dp;
-    sum_n += dn * dn;
+  } else {
+    for (int64_t j = lane; j < in.dim; j += kWarpSize) {
+      const acc_t x = to_acc(r.a[j * in.anchor_layout.col]);
+      const acc_t dp = x - to_acc(r.p[j * in.positive_layout.col]);
+      const acc_t dn = x - to_acc(r.n[j * in.negative_layout.col]);
+      sum_p += dp * dp;
+      sum_n += dn * dn;
+    }
   }
   d_ap = warp_sum(sum_p);
   d_an = warp_sum(sum_n);
 }
 
-// Forward: the loss of each row, written by the row's first lane.
+// Forward: the loss of each row, written by the row's first lane. Each warp
+// takes rows first_row, first_row + step, ... (a grid-stride loop), so a batch
+// larger than the grid is still covered. `row` is the same for the 32 lanes
+// of a warp, which therefore enter and leave the loop together, as the
+// shuffles in row_distances require.
 template <typename scalar_t>
 __global__ void __launch_bounds__(kThreadsPerBlock)
     triplet_forward_kernel(TripletInputs<scalar_t> in, scalar_t* out) {
   using acc_t = typename Acc<scalar_t>::type;
   const int lane = threadIdx.x % kWarpSize;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
-  if (row >= in.batch) {
-    return;  // the whole warp leaves together: `row` is the same for its 32 lanes
-  }
-  acc_t d_ap, d_an;
-  row_distances<scalar_t, acc_t>(in, row, lane, use_float4(in, row), d_ap, d_an);
-  if (lane == 0) {
-    out[row] = from_acc<scalar_t>(triplet_loss<acc_t>(d_ap, d_an, in.params));
+  const int64_t step = row_step(gridDim.x, kWarpsPerBlock);
+  for (int64_t row = first_row(blockIdx.x, threadIdx.x / kWarpSize, kWarpsPerBlock);
+       row < in.batch; row += step) {
+    const RowPointers<scalar_t> r = row_pointers(in, row);
+    acc_t d_ap, d_an;
+    row_distances<scalar_t, acc_t>(in, r, lane, use_packs(in, r), d_ap, d_an);
+    if (lane == 0) {
+      out[row] = from_acc<scalar_t>(triplet_loss<acc_t>(d_ap, d_an, in.params));
+    }
   }
 }
 
-// Backward: the three gradients of each row, recomputing its distances.
+// Backward: the gradients of each row, recomputing its distances. A null
+// gradient pointer is a gradient nobody asked for; it is not written.
 template <typename scalar_t>
 __global__ void __launch_bounds__(kThreadsPerBlock)
     triplet_backward_kernel(TripletInputs<scalar_t> in, const scalar_t* grad_output,
@@ -147,53 +177,58 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
                             scalar_t* grad_n) {
   using acc_t = typename Acc<scalar_t>::type;
   const int lane = threadIdx.x % kWarpSize;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
-  if (row >= in.batch) {
-    return;
-  }
-  const bool vectorised = use_float4(in, row);
-  acc_t d_ap, d_an;
-  row_distances<scalar_t, acc_t>(in, row, lane, vectorised, d_ap, d_an);
-  const acc_t g = to_acc(grad_output[per_row ? row : 0]) * static_cast<acc_t>(scale);
-  const TripletWeights<acc_t> w = triplet_weights<acc_t>(d_ap, d_an, g, in.params);
-
-  const scalar_t* a = in.anchor + row * in.anchor_layout.row;
-  const scalar_t* p = in.positive + row * in.positive_layout.row;
-  const scalar_t* n = in.negative + row * in.negative_layout.row;
-  const int64_t out = row * in.dim;  // the gradients are contiguous
-  if constexpr (std::is_same_v<scalar_t, float>) {
-    if (vectorised) {
-      const float4* a4 = reinterpret_cast<const float4*>(a);
-      const float4* p4 = reinterpret_cast<const float4*>(p);
-      const float4* n4 = reinterpret_cast<const float4*>(n);
-      float4* ga4 = reinterpret_cast<float4*>(grad_a + out);
-      float4* gp4 = reinterpret_cast<float4*>(grad_p + out);
-      float4* gn4 = reinterpret_cast<float4*>(grad_n + out);
-      for (int64_t k = lane; k < in.dim / 4; k += kWarpSize) {
-        const float4 av = a4[k], pv = p4[k], nv = n4[k];
-        const float4 gp = {w.w_ap * (pv.x - av.x), w.w_ap * (pv.y - av.y),
-                           w.w_ap * (pv.z - av.z), w.w_ap * (pv.w - av.w)};
-        const float4 gn = {w.w_an * (av.x - nv.x), w.w_an * (av.y - nv.y),
-                           w.w_an * (av.z - nv.z), w.w_an * (av.w - nv.w)};
-        gp4[k] = gp;
-        gn4[k] = gn;
-        ga4[k] = {-(gp.x + gn.x), -(gp.y + gn.y), -(gp.z + gn.z), -(gp.w + gn.w)};
+  const int64_t step = row_step(gridDim.x, kWarpsPerBlock);
+  for (int64_t row = first_row(blockIdx.x, threadIdx.x / kWarpSize, kWarpsPerBlock);
+       row < in.batch; row += step) {
+    const RowPointers<scalar_t> r = row_pointers(in, row);
+    const int64_t out = row * in.dim;  // the gradients are contiguous
+    scalar_t* ga = grad_a ? grad_a + out : nullptr;
+    scalar_t* gp = grad_p ? grad_p + out : nullptr;
+    scalar_t* gn = grad_n ? grad_n + out : nullptr;
+    const bool packed_in = use_packs(in, r);
+    acc_t d_ap, d_an;
+    row_distances<scalar_t, acc_t>(in, r, lane, packed_in, d_ap, d_an);
+    const acc_t g = to_acc(grad_output[per_row ? row : 0]) * static_cast<acc_t>(scale);
+    const TripletWeights<acc_t> w = triplet_weights<acc_t>(d_ap, d_an, g, in.params);
+    // Packed stores need 16-byte aligned gradient rows too: fresh tensors
+    // start aligned, and with dim a whole number of packs every row does.
+    if (packed_in && aligned_or_null(ga) && aligned_or_null(gp) && aligned_or_null(gn)) {
+      using P = Pack<scalar_t>;
+      const P* a = reinterpret_cast<const P*>(r.a);
+      const P* p = reinterpret_cast<const P*>(r.p);
+      const P* n = reinterpret_cast<const P*>(r.n);
+      for (int64_t k = lane; k < in.dim / P::kSize; k += kWarpSize) {
+        const P av = a[k], pv = p[k], nv = n[k];
+        P pack_a, pack_p, pack_n;
+#pragma unroll
+        for (int e = 0; e < P::kSize; ++e) {
+          const acc_t x = to_acc(av.v[e]);
+          const acc_t grad_pe = -w.w_ap * (x - to_acc(pv.v[e]));
+          const acc_t grad_ne = w.w_an * (x - to_acc(nv.v[e]));
+          pack_p.v[e] = from_acc<scalar_t>(grad_pe);
+          pack_n.v[e] = from_acc<scalar_t>(grad_ne);
+          pack_a.v[e] = from_acc<scalar_t>(-(grad_pe + grad_ne));
+        }
+        if (gp) reinterpret_cast<P*>(gp)[k] = pack_p;
+        if (gn) reinterpret_cast<P*>(gn)[k] = pack_n;
+        if (ga) reinterpret_cast<P*>(ga)[k] = pack_a;
       }
-      return;
+    } else {
+      for (int64_t j = lane; j < in.dim; j += kWarpSize) {
+        const acc_t x = to_acc(r.a[j * in.anchor_layout.col]);
+        const acc_t grad_pj = -w.w_ap * (x - to_acc(r.p[j * in.positive_layout.col]));
+        const acc_t grad_nj = w.w_an * (x - to_acc(r.n[j * in.negative_layout.col]));
+        if (gp) gp[j] = from_acc<scalar_t>(grad_pj);
+        if (gn) gn[j] = from_acc<scalar_t>(grad_nj);
+        if (ga) ga[j] = from_acc<scalar_t>(-(grad_pj + grad_nj));
+      }
     }
-  }
-  for (int64_t j = lane; j < in.dim; j += kWarpSize) {
-    const acc_t av = to_acc(a[j * in.anchor_layout.col]);
-    const acc_t grad_pj = -w.w_ap * (av - to_acc(p[j * in.positive_layout.col]));
-    const acc_t grad_nj = w.w_an * (av - to_acc(n[j * in.negative_layout.col]));
-    grad_p[out + j] = from_acc<scalar_t>(grad_pj);
-    grad_n[out + j] = from_acc<scalar_t>(grad_nj);
-    grad_a[out + j] = from_acc<scalar_t>(-(grad_pj + grad_nj));
   }
 }
 
 unsigned int blocks_for(int64_t batch) {
-  return static_cast<unsigned int>((batch + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  // At most kMaxBlocks (2^20): the cast cannot overflow.
+  return static_cast<unsigned int>(blocks_for_rows(batch, kWarpsPerBlock));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
+#include <array>
 #include <string_view>
 #include <tuple>
 
@@ -70,15 +71,25 @@ at::Tensor triplet_forward_cuda(const at::Tensor& anchor, const at::Tensor& posi
 std::tuple<at::Tensor, at::Tensor, at::Tensor> triplet_backward_cuda(
     const at::Tensor& grad_output, const at::Tensor& anchor, const at::Tensor& positive,
     const at::Tensor& negative, double t1, double t2, double beta,
-    c10::string_view reduction) {
+    c10::string_view reduction, std::array<bool, 3> output_mask) {
   check_triplet_inputs(anchor, positive, negative, t1, t2, beta, reduction);
   check_grad_output(grad_output, anchor, reduction);
   const c10::cuda::CUDAGuard guard(anchor.device());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   const int64_t batch = anchor.size(0);
-  at::Tensor grad_a = at::empty({batch, anchor.size(1)}, anchor.options());
-  at::Tensor grad_p = at::empty_like(grad_a);
-  at::Tensor grad_n = at::empty_like(grad_a);
+  // Only the gradients output_mask asks for are allocated and written; the
+  // others stay undefined (None in Python). Fresh tensors from PyTorch's CUDA
+  // allocator start 512-byte aligned, which the kernels' 16-byte stores need
+  // (the kernels check it and fall back to element stores otherwise).
+  const auto gradient = [&](bool needed) {
+    return needed ? at::empty({batch, anchor.size(1)}, anchor.options()) : at::Tensor();
+  };
+  at::Tensor grad_a = gradient(output_mask[0]);
+  at::Tensor grad_p = gradient(output_mask[1]);
+  at::Tensor grad_n = gradient(output_mask[2]);
+  if (!output_mask[0] && !output_mask[1] && !output_mask[2]) {
+    return {grad_a, grad_p, grad_n};
+  }
   const at::Tensor g = grad_output.contiguous();
   const bool per_row = reduction == "none";
   const double scale = reduction == "mean" && batch > 0 ? 1.0 / batch : 1.0;
@@ -86,7 +97,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> triplet_backward_cuda(
       at::kHalf, at::kBFloat16, anchor.scalar_type(), "triplet_backward_cuda", [&] {
         using cuda_t = typename CudaType<scalar_t>::type;
         const auto out = [](at::Tensor& t) {
-          return reinterpret_cast<cuda_t*>(t.mutable_data_ptr<scalar_t>());
+          return t.defined() ? reinterpret_cast<cuda_t*>(t.mutable_data_ptr<scalar_t>())
+                             : nullptr;
         };
         cuda::launch_triplet_backward<cuda_t>(
             kernel_inputs<scalar_t>(anchor, positive, negative, {t1, t2, beta}),

@@ -39,8 +39,9 @@ template <typename scalar_t>
 void launch_triplet_forward(const TripletInputs<scalar_t>& in, scalar_t* out,
                             cudaStream_t stream);
 
-// The three gradients, each a contiguous (batch, dim) array. grad_output holds
-// one value per row (per_row) or a single value; every value is multiplied by
+// The three gradients, each a contiguous (batch, dim) array, or null for a
+// gradient that is not needed (it is then not written). grad_output holds one
+// value per row (per_row) or a single value; every value is multiplied by
 // `scale` (1 / batch for a mean).
 template <typename scalar_t>
 void launch_triplet_backward(const TripletInputs<scalar_t>& in, const scalar_t* grad_output,

@@ -1,0 +1,376 @@
+// The fused triplet hinge loss against the LibTorch stable ABI: the operator
+// extending_pytorch_stable::triplet_hinge_loss (and its backward), built once
+// into an abi3 wheel that loads on every torch from TORCH_TARGET_VERSION on.
+//
+// Same arithmetic as the ATen operator (csrc/triplet.cpp): both include
+// triplet_math.h, which includes no torch header. What differs is only what
+// surrounds it:
+//
+//   ATen (triplet.cpp)                 stable ABI (this file)
+//   at::Tensor                         torch::stable::Tensor
+//   TORCH_LIBRARY / m.impl(fn)         STABLE_TORCH_LIBRARY / m.impl(TORCH_BOX(fn))
+//   TORCH_CHECK (c10::Error)           STD_TORCH_CHECK (std::runtime_error)
+//   AT_DISPATCH_FLOATING_TYPES_AND2    THO_DISPATCH_SWITCH (header-only)
+//   at::parallel_for                   torch::stable::parallel_for (torch >= 2.10)
+//   at::vec::Vectorized, -mavx2        plain loops the compiler vectorises
+//                                      (#pragma omp simd), one clone per ISA
+//                                      picked when the library loads
+//   at::opmath_type                    a three-line trait
+//   per_triplet.mean() / .sum()        a loop: the stable ops have no mean
+//
+// Only torch/csrc/stable and torch/headeronly are included, and the build
+// defines TORCH_TARGET_VERSION, so any use of an API newer than the target
+// fails to compile instead of failing to load.
+#include <Python.h>
+
+#include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/ops.h>
+#include <torch/csrc/stable/tensor.h>
+#include <torch/headeronly/core/Dispatch.h>
+#include <torch/headeronly/core/ScalarType.h>
+#include <torch/headeronly/util/BFloat16.h>
+#include <torch/headeronly/util/Exception.h>
+#include <torch/headeronly/util/Half.h>
+
+#include <cmath>
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "../triplet_math.h"
+
+// Makes the shared library importable as extending_pytorch_stable._C. Like
+// the ATen package's _C it is empty: importing it runs the registrations
+// below. It uses only the limited Python API (Py_LIMITED_API is defined by
+// the build), which is what lets one .abi3.so serve every CPython >= 3.10.
+extern "C" PyMODINIT_FUNC PyInit__C(void) {
+  static PyModuleDef module = {
+      PyModuleDef_HEAD_INIT,
+      "_C",
+      "Stable-ABI C++ operators of extending_pytorch_stable (registered on import).",
+      -1,
+      nullptr,
+  };
+  return PyModule_Create(&module);
+}
+
+// Clone the hot loops for AVX2+FMA and for the baseline x86-64 ISA; the
+// dynamic loader picks one per CPU (an ifunc), as ATen's CPU_CAPABILITY does.
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
+#define EP_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define EP_CLONES
+#endif
+
+// AT_DISPATCH_FLOATING_TYPES_AND2(kHalf, kBFloat16, ...) from header-only
+// parts: the body is compiled once per dtype with scalar_t set.
+#define EP_DISPATCH_FLOATING_TYPES(TYPE, NAME, ...)                                \
+  THO_DISPATCH_SWITCH(TYPE, NAME,                                                 \
+                      THO_DISPATCH_CASE(torch::headeronly::ScalarType::Float,    \
+                                        __VA_ARGS__)                             \
+                      THO_DISPATCH_CASE(torch::headeronly::ScalarType::Double,   \
+                                        __VA_ARGS__)                             \
+                      THO_DISPATCH_CASE(torch::headeronly::ScalarType::Half,     \
+                                        __VA_ARGS__)                             \
+                      THO_DISPATCH_CASE(torch::headeronly::ScalarType::BFloat16, \
+                                        __VA_ARGS__))
+
+namespace extending_pytorch_stable {
+namespace {
+
+using torch::stable::Tensor;
+using torch::headeronly::ScalarType;
+using extending_pytorch::TripletParams;
+using extending_pytorch::TripletWeights;
+
+// float for half and bfloat16, the dtype itself otherwise (at::opmath_type).
+template <typename scalar_t>
+struct Acc {
+  using type = scalar_t;
+};
+template <>
+struct Acc<torch::headeronly::Half> {
+  using type = float;
+};
+template <>
+struct Acc<torch::headeronly::BFloat16> {
+  using type = float;
+};
+
+std::string shape_of(const Tensor& t) {
+  std::ostringstream out;
+  out << "[";
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    out << (d ? ", " : "") << t.size(d);
+  }
+  out << "]";
+  return out.str();
+}
+
+bool is_floating(ScalarType type) {
+  return type == ScalarType::Float || type == ScalarType::Double ||
+         type == ScalarType::Half || type == ScalarType::BFloat16;
+}
+
+void check_inputs(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
+                  double t1, double t2, double beta, std::string_view reduction) {
+  const std::pair<const char*, const Tensor*> inputs[] = {
+      {"anchor", &anchor}, {"positive", &positive}, {"negative", &negative}};
+  for (const auto& [name, tensor] : inputs) {
+    STD_TORCH_CHECK(tensor->dim() == 2, "triplet_hinge_loss: ", name,
+                    " must be 2-D (batch, dim), got ", tensor->dim(), "-D with shape ",
+                    shape_of(*tensor));
+    STD_TORCH_CHECK(is_floating(tensor->scalar_type()), "triplet_hinge_loss: ", name,
+                    " must have a floating-point dtype (float32, float64, float16 or "
+                    "bfloat16), got ",
+                    torch::headeronly::toString(tensor->scalar_type()));
+  }
+  for (const auto& [name, tensor] : {inputs[1], inputs[2]}) {
+    STD_TORCH_CHECK(tensor->size(0) == anchor.size(0) && tensor->size(1) == anchor.size(1),
+                    "triplet_hinge_loss: ", name, " must have the same shape as anchor ",
+                    shape_of(anchor), ", got ", shape_of(*tensor));
+    STD_TORCH_CHECK(tensor->scalar_type() == anchor.scalar_type(), "triplet_hinge_loss: ",
+                    name, " must have the same dtype as anchor (",
+                    torch::headeronly::toString(anchor.scalar_type()), "), got ",
+                    torch::headeronly::toString(tensor->scalar_type()));
+    STD_TORCH_CHECK(tensor->is_cpu(), "triplet_hinge_loss: ", name,
+                    " must be on the CPU like anchor");
+  }
+  STD_TORCH_CHECK(reduction == "mean" || reduction == "sum" || reduction == "none",
+                  "triplet_hinge_loss: reduction must be 'mean', 'sum' or 'none', got '",
+                  std::string(reduction), "'");
+  STD_TORCH_CHECK(std::isfinite(t1) && std::isfinite(t2) && std::isfinite(beta),
+                  "triplet_hinge_loss: t1, t2 and beta must be finite, got t1=", t1,
+                  ", t2=", t2, ", beta=", beta);
+}
+
+// Rows per task: about 32K elements each, as in the ATen operator.
+int64_t grain_size(int64_t dim) {
+  return std::max<int64_t>(1, 32768 / std::max<int64_t>(dim, 1));
+}
+
+bool unit_inner_stride(const Tensor& t) { return t.size(1) <= 1 || t.stride(1) == 1; }
+
+// ---- One row ----------------------------------------------------------------
+// Without at::vec, a contiguous row is a plain loop; `omp simd reduction` (the
+// build passes -fopenmp-simd, no OpenMP runtime) lets the compiler reorder the
+// sums into SIMD lanes, which it may not do by itself for floating point.
+
+template <typename scalar_t, typename acc_t>
+EP_CLONES void distances_contiguous(const scalar_t* __restrict__ a,
+                                    const scalar_t* __restrict__ p,
+                                    const scalar_t* __restrict__ n, int64_t dim,
+                                    acc_t& d_ap, acc_t& d_an) {
+  acc_t sum_p = 0, sum_n = 0;
+#pragma omp simd reduction(+ : sum_p, sum_n)
+  for (int64_t j = 0; j < dim; ++j) {
+    const acc_t av = static_cast<acc_t>(a[j]);
+    const acc_t dp = av - static_cast<acc_t>(p[j]);
+    const acc_t dn = av - static_cast<acc_t>(n[j]);
+    sum_p += dp * dp;
+    sum_n += dn * dn;
+  }
+  d_ap = sum_p;
+  d_an = sum_n;
+}
+
+template <typename scalar_t, typename acc_t>
+void distances_strided(const scalar_t* a, int64_t sa, const scalar_t* p, int64_t sp,
+                       const scalar_t* n, int64_t sn, int64_t dim, acc_t& d_ap,
+                       acc_t& d_an) {
+  acc_t sum_p = 0, sum_n = 0;
+  for (int64_t j = 0; j < dim; ++j) {
+    const acc_t av = static_cast<acc_t>(a[j * sa]);
+    const acc_t dp = av - static_cast<acc_t>(p[j * sp]);
+    const acc_t dn = av - static_cast<acc_t>(n[j * sn]);
+    sum_p += dp * dp;
+    sum_n += dn * dn;
+  }
+  d_ap = sum_p;
+  d_an = sum_n;
+}
+
+template <typename scalar_t, typename acc_t>
+EP_CLONES void gradients_contiguous(const scalar_t* __restrict__ a,
+                                    const scalar_t* __restrict__ p,
+                                    const scalar_t* __restrict__ n, int64_t dim,
+                                    acc_t w_ap, acc_t w_an, scalar_t* __restrict__ ga,
+                                    scalar_t* __restrict__ gp, scalar_t* __restrict__ gn) {
+#pragma omp simd
+  for (int64_t j = 0; j < dim; ++j) {
+    const acc_t av = static_cast<acc_t>(a[j]);
+    const acc_t grad_pj = -w_ap * (av - static_cast<acc_t>(p[j]));
+    const acc_t grad_nj = w_an * (av - static_cast<acc_t>(n[j]));
+    gp[j] = static_cast<scalar_t>(grad_pj);
+    gn[j] = static_cast<scalar_t>(grad_nj);
+    ga[j] = static_cast<scalar_t>(-(grad_pj + grad_nj));
+  }
+}
+
+template <typename scalar_t, typename acc_t>
+void gradients_strided(const scalar_t* a, int64_t sa, const scalar_t* p, int64_t sp,
+                       const scalar_t* n, int64_t sn, int64_t dim, acc_t w_ap, acc_t w_an,
+                       scalar_t* ga, scalar_t* gp, scalar_t* gn) {
+  for (int64_t j = 0; j < dim; ++j) {
+    const acc_t av = static_cast<acc_t>(a[j * sa]);
+    const acc_t grad_pj = -w_ap * (av - static_cast<acc_t>(p[j * sp]));
+    const acc_t grad_nj = w_an * (av - static_cast<acc_t>(n[j * sn]));
+    gp[j] = static_cast<scalar_t>(grad_pj);
+    gn[j] = static_cast<scalar_t>(grad_nj);
+    ga[j] = static_cast<scalar_t>(-(grad_pj + grad_nj));
+  }
+}
+
+// Both squared distances of row i, any strides; no input is copied.
+template <typename scalar_t, typename acc_t>
+void row_distances(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
+                   int64_t i, bool contiguous_rows, acc_t& d_ap, acc_t& d_an) {
+  const scalar_t* a = anchor.const_data_ptr<scalar_t>() + i * anchor.stride(0);
+  const scalar_t* p = positive.const_data_ptr<scalar_t>() + i * positive.stride(0);
+  const scalar_t* n = negative.const_data_ptr<scalar_t>() + i * negative.stride(0);
+  const int64_t dim = anchor.size(1);
+  if (contiguous_rows) {
+    distances_contiguous<scalar_t, acc_t>(a, p, n, dim, d_ap, d_an);
+  } else {
+    distances_strided<scalar_t, acc_t>(a, anchor.stride(1), p, positive.stride(1), n,
+                                       negative.stride(1), dim, d_ap, d_an);
+  }
+}
+
+}  // namespace
+
+// ---- The kernels ------------------------------------------------------------
+
+Tensor triplet_forward_cpu(const Tensor& anchor, const Tensor& positive,
+                           const Tensor& negative, double t1, double t2, double beta,
+                           std::string_view reduction) {
+  check_inputs(anchor, positive, negative, t1, t2, beta, reduction);
+  const int64_t batch = anchor.size(0);
+  const TripletParams params{t1, t2, beta};
+  const bool contiguous_rows =
+      unit_inner_stride(anchor) && unit_inner_stride(positive) && unit_inner_stride(negative);
+  Tensor per_triplet = torch::stable::new_empty(anchor, {batch});
+  const bool keep_rows = reduction == "none";
+  Tensor result = keep_rows ? per_triplet : torch::stable::new_empty(anchor, {});
+  EP_DISPATCH_FLOATING_TYPES(anchor.scalar_type(), "triplet_forward_cpu", [&] {
+    using acc_t = typename Acc<scalar_t>::type;
+    scalar_t* out = per_triplet.mutable_data_ptr<scalar_t>();
+    torch::stable::parallel_for(0, batch, grain_size(anchor.size(1)),
+                                [&](int64_t begin, int64_t end) {
+                                  for (int64_t i = begin; i < end; ++i) {
+                                    acc_t d_ap, d_an;
+                                    row_distances<scalar_t, acc_t>(anchor, positive, negative,
+                                                                   i, contiguous_rows, d_ap,
+                                                                   d_an);
+                                    out[i] = static_cast<scalar_t>(
+                                        extending_pytorch::triplet_loss<acc_t>(d_ap, d_an,
+                                                                               params));
+                                  }
+                                });
+    if (!keep_rows) {
+      // The stable ops have sum but no mean: reduce here, in double, in order.
+      double total = 0;
+      for (int64_t i = 0; i < batch; ++i) {
+        total += static_cast<double>(static_cast<acc_t>(out[i]));
+      }
+      if (reduction == "mean") {
+        total = batch > 0 ? total / static_cast<double>(batch) : NAN;
+      }
+      *result.mutable_data_ptr<scalar_t>() = static_cast<scalar_t>(total);
+    }
+  });
+  return result;
+}
+
+std::tuple<Tensor, Tensor, Tensor> triplet_backward_cpu(
+    const Tensor& grad_output, const Tensor& anchor, const Tensor& positive,
+    const Tensor& negative, double t1, double t2, double beta, std::string_view reduction) {
+  check_inputs(anchor, positive, negative, t1, t2, beta, reduction);
+  const int64_t batch = anchor.size(0);
+  const int64_t dim = anchor.size(1);
+  const bool per_row = reduction == "none";
+  if (per_row) {
+    STD_TORCH_CHECK(grad_output.dim() == 1 && grad_output.size(0) == batch,
+                    "triplet_hinge_loss_backward: grad_output must have shape (", batch,
+                    ",) for reduction='none', got ", shape_of(grad_output));
+  } else {
+    STD_TORCH_CHECK(grad_output.numel() == 1,
+                    "triplet_hinge_loss_backward: grad_output must be a scalar for "
+                    "reduction='",
+                    std::string(reduction), "', got shape ", shape_of(grad_output));
+  }
+  STD_TORCH_CHECK(grad_output.scalar_type() == anchor.scalar_type(),
+                  "triplet_hinge_loss_backward: grad_output must have the dtype of anchor (",
+                  torch::headeronly::toString(anchor.scalar_type()), "), got ",
+                  torch::headeronly::toString(grad_output.scalar_type()));
+  STD_TORCH_CHECK(grad_output.is_cpu(),
+                  "triplet_hinge_loss_backward: grad_output must be on the CPU like anchor");
+  // Fresh contiguous (B, D) gradients, whatever the inputs' strides.
+  Tensor grad_a = torch::stable::new_empty(anchor, {batch, dim});
+  Tensor grad_p = torch::stable::new_empty(anchor, {batch, dim});
+  Tensor grad_n = torch::stable::new_empty(anchor, {batch, dim});
+  const Tensor g = torch::stable::contiguous(grad_output);
+  const TripletParams params{t1, t2, beta};
+  const bool contiguous_rows =
+      unit_inner_stride(anchor) && unit_inner_stride(positive) && unit_inner_stride(negative);
+  const double scale = reduction == "mean" && batch > 0 ? 1.0 / batch : 1.0;
+  EP_DISPATCH_FLOATING_TYPES(anchor.scalar_type(), "triplet_backward_cpu", [&] {
+    using acc_t = typename Acc<scalar_t>::type;
+    const scalar_t* a = anchor.const_data_ptr<scalar_t>();
+    const scalar_t* p = positive.const_data_ptr<scalar_t>();
+    const scalar_t* n = negative.const_data_ptr<scalar_t>();
+    const scalar_t* g_data = g.const_data_ptr<scalar_t>();
+    scalar_t* ga = grad_a.mutable_data_ptr<scalar_t>();
+    scalar_t* gp = grad_p.mutable_data_ptr<scalar_t>();
+    scalar_t* gn = grad_n.mutable_data_ptr<scalar_t>();
+    torch::stable::parallel_for(0, batch, grain_size(dim), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        acc_t d_ap, d_an;
+        row_distances<scalar_t, acc_t>(anchor, positive, negative, i, contiguous_rows, d_ap,
+                                       d_an);
+        const acc_t g_i =
+            static_cast<acc_t>(g_data[per_row ? i : 0]) * static_cast<acc_t>(scale);
+        const TripletWeights<acc_t> w =
+            extending_pytorch::triplet_weights<acc_t>(d_ap, d_an, g_i, params);
+        const scalar_t* ar = a + i * anchor.stride(0);
+        const scalar_t* pr = p + i * positive.stride(0);
+        const scalar_t* nr = n + i * negative.stride(0);
+        if (contiguous_rows) {
+          gradients_contiguous<scalar_t, acc_t>(ar, pr, nr, dim, w.w_ap, w.w_an, ga + i * dim,
+                                                gp + i * dim, gn + i * dim);
+        } else {
+          gradients_strided<scalar_t, acc_t>(ar, anchor.stride(1), pr, positive.stride(1), nr,
+                                             negative.stride(1), dim, w.w_ap, w.w_an,
+                                             ga + i * dim, gp + i * dim, gn + i * dim);
+        }
+      }
+    });
+  });
+  return {grad_a, grad_p, grad_n};
+}
+
+// ---- Registration -------------------------------------------------------------
+// Same schemas as the ATen operator, in another namespace so that both
+// packages can be loaded in one process. TORCH_BOX turns each typed kernel
+// into the boxed calling convention (a stack of StableIValues) that the stable
+// ABI passes across the library boundary.
+STABLE_TORCH_LIBRARY(extending_pytorch_stable, m) {
+  m.def(
+      "triplet_hinge_loss(Tensor anchor, Tensor positive, Tensor negative, "
+      "float t1, float t2, float beta, str reduction=\"mean\") -> Tensor");
+  m.def(
+      "triplet_hinge_loss_backward(Tensor grad_output, Tensor anchor, "
+      "Tensor positive, Tensor negative, float t1, float t2, float beta, "
+      "str reduction) -> (Tensor, Tensor, Tensor)");
+}
+
+STABLE_TORCH_LIBRARY_IMPL(extending_pytorch_stable, CPU, m) {
+  m.impl("triplet_hinge_loss", TORCH_BOX(&triplet_forward_cpu));
+  m.impl("triplet_hinge_loss_backward", TORCH_BOX(&triplet_backward_cpu));
+}
+
+}  // namespace extending_pytorch_stable

@@ -1,0 +1,317 @@
+"""Chapter 7: involution (Li et al., CVPR 2021) as a modern operator.
+
+For an input (B, C, H, W) and a weight (B, G, Kh, Kw, Ho, Wo), with G
+dividing C, channel c uses group g = c // (C // G) and
+
+    out[b, c, h, w] = sum_{i, j} weight[b, g, i, j, h, w]
+                      * input[b, c, h*sh - ph + i*dh, w*sw - pw + j*dw]
+
+(zero outside the image), Ho = (H + 2 ph - dh (Kh - 1) - 1) // sh + 1, and
+likewise Wo. Unlike a convolution, the kernel belongs to a pixel (and a
+sample), not to a channel pair, and it is shared by the C // G channels of
+a group.
+
+This module holds:
+
+- `loop_involution`, the definition written as loops (tiny sizes only), and
+  `reference_involution`, the plain-torch formulation with `F.unfold`;
+- the Python half of the C++ operator `extending_pytorch::involution`: fake
+  implementations for torch.compile, the autograd formula, double backward;
+- `involution(...)`, the public function, and `Involution`, the layer of the
+  paper, a drop-in replacement for a K x K convolution.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from extending_pytorch.native import load_ops
+
+# Defines torch.ops.extending_pytorch.*; if unbuilt, says how to build.
+load_ops()
+
+involution_op = torch.ops.extending_pytorch.involution.default
+involution_backward_op = torch.ops.extending_pytorch.involution_backward.default
+
+
+def pair(name: str, value, *, minimum: int) -> tuple[int, int]:
+    """An int, or a pair of ints, as a pair; each at least `minimum`."""
+    values = (value, value) if isinstance(value, numbers.Integral) else value
+    try:
+        values = tuple(values)
+    except TypeError:
+        values = None
+    if (
+        values is None
+        or len(values) != 2
+        or not all(
+            isinstance(v, numbers.Integral) and not isinstance(v, bool)
+            for v in values
+        )
+        or isinstance(value, bool)
+    ):
+        raise TypeError(
+            f"{name} must be an int or a pair of ints, got {value!r}"
+        )
+    if min(values) < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
+    return int(values[0]), int(values[1])
+
+
+def settings(stride, padding, dilation):
+    """stride, padding and dilation as pairs, checked."""
+    return (
+        pair("stride", stride, minimum=1),
+        pair("padding", padding, minimum=0),
+        pair("dilation", dilation, minimum=1),
+    )
+
+
+def output_size(size, kernel, stride, padding, dilation) -> int:
+    """Output length along one dimension, as for a convolution."""
+    return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+
+
+# ---- The definition, and the plain-torch reference -------------------------
+
+
+def loop_involution(
+    input: Tensor, weight: Tensor, stride=1, padding=0, dilation=1
+) -> Tensor:
+    """The definition, element by element, in Python loops.
+
+    Slow (one Python iteration per product): for checking the reference on
+    tiny sizes only.
+    """
+    (sh, sw), (ph, pw), (dh, dw) = settings(stride, padding, dilation)
+    batch, channels, height, width = input.shape
+    _, groups, kh, kw, out_h, out_w = weight.shape
+    per_group = channels // groups
+    out = input.new_zeros(batch, channels, out_h, out_w)
+    for b in range(batch):
+        for c in range(channels):
+            g = c // per_group
+            for h in range(out_h):
+                for w in range(out_w):
+                    total = input.new_zeros(())
+                    for i in range(kh):
+                        for j in range(kw):
+                            y, x = h * sh - ph + i * dh, w * sw - pw + j * dw
+                            if 0 <= y < height and 0 <= x < width:
+                                total = (
+                                    total
+                                    + weight[b, g, i, j, h, w] * input[b, c, y, x]
+                                )
+                    out[b, c, h, w] = total
+    return out
+
+
+def reference_involution(
+    input: Tensor, weight: Tensor, stride=1, padding=0, dilation=1
+) -> Tensor:
+    """Involution from tensor ops: `F.unfold`, a product and a sum.
+
+    `F.unfold` copies every input window into a (B, C*Kh*Kw, Ho*Wo) tensor,
+    Kh*Kw times the size of the output, before the product and the sum.
+    Autograd differentiates it, and it runs on every device.
+    """
+    stride, padding, dilation = settings(stride, padding, dilation)
+    batch, channels = input.shape[:2]
+    _, groups, kh, kw, out_h, out_w = weight.shape
+    windows = F.unfold(
+        input, (kh, kw), dilation=dilation, padding=padding, stride=stride
+    )
+    windows = windows.view(
+        batch, groups, channels // groups, kh * kw, out_h, out_w
+    )
+    kernels = weight.reshape(batch, groups, 1, kh * kw, out_h, out_w)
+    return (kernels * windows).sum(dim=3).view(batch, channels, out_h, out_w)
+
+
+# ---- The operator: fake implementations and autograd -----------------------
+
+
+@torch.library.register_fake("extending_pytorch::involution")
+def _(input, weight, stride=(1, 1), padding=(0, 0), dilation=(1, 1)):
+    # Shapes only; the C++ checks run on real tensors.
+    torch._check(input.dim() == 4, lambda: "input must be 4-D")
+    torch._check(weight.dim() == 6, lambda: "weight must be 6-D")
+    batch, channels = input.shape[:2]
+    return input.new_empty(batch, channels, weight.shape[4], weight.shape[5])
+
+
+@torch.library.register_fake("extending_pytorch::involution_backward")
+def _(grad_output, input, weight, stride, padding, dilation, output_mask):
+    return (
+        input.new_empty(input.shape) if output_mask[0] else None,
+        weight.new_empty(weight.shape) if output_mask[1] else None,
+    )
+
+
+def _setup_context(ctx, inputs, output):
+    input, weight, stride, padding, dilation = inputs
+    # The grad of the input needs the weight, and the grad of the weight needs
+    # the input: save only what the needed gradients read.
+    need_input, need_weight = ctx.needs_input_grad[:2]
+    ctx.save_for_backward(
+        input if need_weight else None, weight if need_input else None
+    )
+    ctx.input_shape = input.shape
+    ctx.weight_shape = weight.shape
+    ctx.settings = (stride, padding, dilation)
+
+
+def _backward(ctx, grad_output):
+    input, weight = ctx.saved_tensors
+    need_input, need_weight = ctx.needs_input_grad[:2]
+    # The backward operator reads only the shapes of the tensors whose values
+    # it does not need: stand-ins of the right shape (never allocated) fill in.
+    if input is None:
+        input = grad_output.new_empty(()).expand(ctx.input_shape)
+    if weight is None:
+        weight = grad_output.new_empty(()).expand(ctx.weight_shape)
+    grad_input, grad_weight = involution_backward_op(
+        grad_output, input, weight, *ctx.settings, [need_input, need_weight]
+    )
+    return grad_input, grad_weight, None, None, None
+
+
+torch.library.register_autograd(
+    "extending_pytorch::involution", _backward, setup_context=_setup_context
+)
+
+
+# Double backward. The forward F(x, W) is linear in the input x for a fixed
+# weight W and linear in W for a fixed x; its two gradients are the adjoints
+# Gx(go, W) = dF/dx^T go and Gw(go, x) = dF/dW^T go, each linear in both of
+# its arguments. For upstream gradients (u, V) of (Gx, Gw), that gives
+#   d/dgo = F(u, W) + F(x, V),   d/dx = Gx(go, V),   d/dW = Gw(go, u),
+# all of them calls of the two operators, which are differentiable in turn.
+def _setup_backward_context(ctx, inputs, output):
+    grad_output, input, weight, stride, padding, dilation, output_mask = inputs
+    ctx.save_for_backward(grad_output, input, weight)
+    ctx.settings = (stride, padding, dilation)
+    ctx.output_mask = output_mask
+
+
+def _backward_of_backward(ctx, grad_grad_input, grad_grad_weight):
+    grad_output, input, weight = ctx.saved_tensors
+    need_go, need_input, need_weight = ctx.needs_input_grad[:3]
+    if not ctx.output_mask[0]:
+        grad_grad_input = None
+    if not ctx.output_mask[1]:
+        grad_grad_weight = None
+    result_go = result_input = result_weight = None
+    if need_go:
+        terms = []
+        if grad_grad_input is not None:
+            terms.append(involution_op(grad_grad_input, weight, *ctx.settings))
+        if grad_grad_weight is not None:
+            terms.append(involution_op(input, grad_grad_weight, *ctx.settings))
+        result_go = sum(terms) if terms else torch.zeros_like(grad_output)
+    if need_input and grad_grad_weight is not None:
+        result_input, _ = involution_backward_op(
+            grad_output, input, grad_grad_weight, *ctx.settings, [True, False]
+        )
+    if need_weight and grad_grad_input is not None:
+        _, result_weight = involution_backward_op(
+            grad_output, grad_grad_input, weight, *ctx.settings, [False, True]
+        )
+    return result_go, result_input, result_weight, None, None, None, None
+
+
+torch.library.register_autograd(
+    "extending_pytorch::involution_backward",
+    _backward_of_backward,
+    setup_context=_setup_backward_context,
+)
+
+
+def involution(
+    input: Tensor, weight: Tensor, stride=1, padding=0, dilation=1
+) -> Tensor:
+    """Involution, computed by the C++ (or CUDA) operator.
+
+    `stride`, `padding` and `dilation` are ints or (height, width) pairs.
+    The operator checks the tensors; the settings are checked here.
+    """
+    return involution_op(input, weight, *settings(stride, padding, dilation))
+
+
+# ---- The layer of the paper ------------------------------------------------
+
+
+class Involution(nn.Module):
+    """The involution layer of the paper, a drop-in for a K x K convolution.
+
+    Same interface as `nn.Conv2d(channels, channels, kernel_size, stride,
+    padding=kernel_size // 2)`, and the same output shape. Its kernels are
+    generated from the input itself: at each output pixel a 1x1 convolution
+    reduces the C channels to C / reduction_ratio, then batch normalisation,
+    ReLU, and a 1x1 convolution spans them to G * K * K numbers: one K x K
+    kernel per group of `group_channels` channels. With a stride, the kernel
+    generator sees the input average-pooled by the stride, so it produces one
+    kernel per output pixel.
+    """
+
+    def __init__(
+        self,
+        channels: int,
+        kernel_size: int,
+        stride: int = 1,
+        *,
+        group_channels: int = 16,
+        reduction_ratio: int = 4,
+    ) -> None:
+        super().__init__()
+        for name, value in (
+            ("channels", channels),
+            ("kernel_size", kernel_size),
+            ("stride", stride),
+            ("group_channels", group_channels),
+            ("reduction_ratio", reduction_ratio),
+        ):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if kernel_size % 2 == 0:
+            raise ValueError(
+                "kernel_size must be odd (the output keeps the input's size "
+                f"at stride 1), got {kernel_size}"
+            )
+        if channels % group_channels != 0:
+            raise ValueError(
+                f"channels ({channels}) must be a multiple of group_channels "
+                f"({group_channels})"
+            )
+        self.channels = channels
+        self.kernel_size = kernel_size
+        self.stride = stride
+        self.groups = channels // group_channels
+        reduced = max(1, channels // reduction_ratio)
+        self.reduce = nn.Conv2d(channels, reduced, 1, bias=False)
+        self.norm = nn.BatchNorm2d(reduced)
+        self.span = nn.Conv2d(reduced, self.groups * kernel_size**2, 1)
+        # ceil_mode: one pooled pixel per output pixel, as the convolution
+        # it replaces has ceil(H / stride) rows, also for odd H.
+        self.pool = (
+            nn.AvgPool2d(stride, stride, ceil_mode=True)
+            if stride > 1
+            else nn.Identity()
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        kernels = self.span(torch.relu(self.norm(self.reduce(self.pool(x)))))
+        batch, _, out_h, out_w = kernels.shape
+        k = self.kernel_size
+        weight = kernels.view(batch, self.groups, k, k, out_h, out_w)
+        return involution(x, weight, self.stride, k // 2)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.channels}, kernel_size={self.kernel_size}, "
+            f"stride={self.stride}, groups={self.groups}"
+        )

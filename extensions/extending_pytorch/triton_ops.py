@@ -1,0 +1,465 @@
+"""Chapter 6: the fused triplet hinge loss as Triton kernels.
+
+Two kernels, forward and backward, each a program per row of the batch. They
+are registered as operators with `torch.library.triton_op`, so that on a GPU
+`torch.compile` sees the kernels themselves and can schedule them with the
+rest of the graph. The public `triplet_hinge_loss` has the arguments, checks
+and messages of the chapter-4 operator's wrapper.
+
+Where no CUDA device is present, the kernels run on the CPU through Triton's
+interpreter (TRITON_INTERPRET=1): every `tl.*` call is executed by numpy, one
+program after another. It is slow, but it runs the kernels' indexing, masks,
+strides and reductions, so the CPU tests check the code the GPU compiles.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from torch import Tensor
+
+from extending_pytorch.reference import (
+    REDUCTIONS,
+    TripletHingeLoss,
+    check_hyperparameters,
+    check_triplet_inputs,
+)
+
+# Triton reads TRITON_INTERPRET when it is first imported: its own library
+# functions (tl.sum, tl.zeros, ...) are Triton functions too, built for the
+# interpreter or for the compiler at that moment. So the variable must be set
+# before anything imports triton (torch.compile does, for one).
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+from triton.runtime.interpreter import InterpretedFunction  # noqa: E402
+
+DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+# ---- The kernels -----------------------------------------------------------
+
+
+@triton.jit
+def _row_distances(
+    a_row,  # pointer to the anchor row's first element
+    p_row,  # ... the positive row's
+    n_row,  # ... the negative row's
+    a_col_stride,  # elements between neighbouring columns of each input
+    p_col_stride,
+    n_col_stride,
+    dim,  # D, the length of a row
+    BLOCK_D: tl.constexpr,  # columns handled at once (a power of 2)
+    FP64: tl.constexpr,  # accumulate in float64 (for float64 inputs)
+):
+    """Both squared distances of one row: sums over the row, BLOCK_D at a time."""
+    acc_dtype = tl.float64 if FP64 else tl.float32
+    sum_p = tl.zeros([BLOCK_D], dtype=acc_dtype)
+    sum_n = tl.zeros([BLOCK_D], dtype=acc_dtype)
+    for start in range(0, dim, BLOCK_D):
+        cols = start + tl.arange(0, BLOCK_D)
+        # The last block may stick out past the row: the mask keeps those
+        # lanes from reading memory that belongs to something else.
+        mask = cols < dim
+        cols = cols.to(tl.int64)  # col * stride can pass 2**31
+        a = tl.load(a_row + cols * a_col_stride, mask=mask, other=0.0)
+        p = tl.load(p_row + cols * p_col_stride, mask=mask, other=0.0)
+        n = tl.load(n_row + cols * n_col_stride, mask=mask, other=0.0)
+        a = a.to(acc_dtype)  # float16 and bfloat16 are summed in float32
+        diff_p = a - p.to(acc_dtype)
+        diff_n = a - n.to(acc_dtype)
+        sum_p += diff_p * diff_p
+        sum_n += diff_n * diff_n
+    return tl.sum(sum_p, axis=0), tl.sum(sum_n, axis=0)
+
+
+@triton.jit
+def _forward_kernel(
+    a_ptr,  # anchor, (B, D), any strides
+    p_ptr,  # positive
+    n_ptr,  # negative
+    out_ptr,  # (B,) contiguous: the loss of each row
+    dim,
+    a_row_stride,
+    a_col_stride,
+    p_row_stride,
+    p_col_stride,
+    n_row_stride,
+    n_col_stride,
+    t1,
+    t2,
+    beta,
+    BLOCK_D: tl.constexpr,
+    FP64: tl.constexpr,
+):
+    # One program per row; 64-bit, so that row * stride cannot overflow.
+    row = tl.program_id(0).to(tl.int64)
+    d_ap, d_an = _row_distances(
+        a_ptr + row * a_row_stride,
+        p_ptr + row * p_row_stride,
+        n_ptr + row * n_row_stride,
+        a_col_stride,
+        p_col_stride,
+        n_col_stride,
+        dim,
+        BLOCK_D,
+        FP64,
+    )
+    diff = d_ap - d_an
+    # max(x, t) written as a comparison, as in triplet_math.h: a NaN distance
+    # gives a NaN loss, as torch.clamp does (tl.maximum may drop the NaN).
+    push = tl.where(diff < t1, t1, diff)
+    pull = tl.where(d_ap < t2, t2, d_ap)
+    tl.store(out_ptr + row, push + beta * pull)
+
+
+@triton.jit
+def _backward_kernel(
+    grad_out_ptr,  # the upstream gradient: one per row, or one for all
+    grad_out_stride,  # its stride for one per row; 0 for a scalar
+    a_ptr,
+    p_ptr,
+    n_ptr,
+    grad_a_ptr,  # (B, D) contiguous outputs
+    grad_p_ptr,
+    grad_n_ptr,
+    dim,
+    a_row_stride,
+    a_col_stride,
+    p_row_stride,
+    p_col_stride,
+    n_row_stride,
+    n_col_stride,
+    t1,
+    t2,
+    beta,
+    BLOCK_D: tl.constexpr,
+    FP64: tl.constexpr,
+):
+    row = tl.program_id(0).to(tl.int64)
+    a_row = a_ptr + row * a_row_stride
+    p_row = p_ptr + row * p_row_stride
+    n_row = n_ptr + row * n_row_stride
+    d_ap, d_an = _row_distances(
+        a_row,
+        p_row,
+        n_row,
+        a_col_stride,
+        p_col_stride,
+        n_col_stride,
+        dim,
+        BLOCK_D,
+        FP64,
+    )
+    acc_dtype = tl.float64 if FP64 else tl.float32
+    g = tl.load(grad_out_ptr + row * grad_out_stride).to(acc_dtype)
+    # The weights of triplet_math.h; >= is torch.clamp's subgradient.
+    push = tl.where(d_ap - d_an >= t1, 1.0, 0.0)
+    pull = tl.where(d_ap >= t2, 1.0, 0.0)
+    w_ap = 2.0 * g * (push + beta * pull)
+    w_an = 2.0 * g * push
+    out_row = row * dim  # the gradients are contiguous
+    for start in range(0, dim, BLOCK_D):
+        cols = start + tl.arange(0, BLOCK_D)
+        mask = cols < dim
+        cols = cols.to(tl.int64)
+        a = tl.load(a_row + cols * a_col_stride, mask=mask, other=0.0)
+        p = tl.load(p_row + cols * p_col_stride, mask=mask, other=0.0)
+        n = tl.load(n_row + cols * n_col_stride, mask=mask, other=0.0)
+        a = a.to(acc_dtype)
+        grad_p = -w_ap * (a - p.to(acc_dtype))
+        grad_n = w_an * (a - n.to(acc_dtype))
+        # tl.store converts to the output's dtype.
+        tl.store(grad_p_ptr + out_row + cols, grad_p, mask=mask)
+        tl.store(grad_n_ptr + out_row + cols, grad_n, mask=mask)
+        tl.store(grad_a_ptr + out_row + cols, -(grad_p + grad_n), mask=mask)
+
+
+# Is Triton interpreting? Then @triton.jit made interpreted functions.
+INTERPRETED = isinstance(_forward_kernel, InterpretedFunction)
+
+if INTERPRETED and not isinstance(tl.sum, InterpretedFunction):
+    raise ImportError(
+        "Triton's interpreter could not be enabled: triton was imported before "
+        "TRITON_INTERPRET=1 was set (torch.compile, for one, imports it), so its "
+        "library functions were built for the GPU compiler. Set the variable "
+        "before Python starts (TRITON_INTERPRET=1 python ...), or import "
+        "extending_pytorch.triton_ops before anything that imports triton."
+    )
+
+# On a GPU, triton.autotune times each configuration the first time it sees a
+# new `dim`, and keeps the fastest: how many columns a program takes at once
+# and how many warps share them. The interpreter would time numpy, so it gets
+# one fixed block size instead.
+_CONFIGS = [
+    triton.Config({"BLOCK_D": block}, num_warps=warps)
+    for block in (128, 256, 512, 1024)
+    for warps in (1, 2, 4, 8)
+    if block >= 32 * warps  # at least one element per thread
+]
+_forward_tuned = triton.autotune(configs=_CONFIGS, key=["dim"])(_forward_kernel)
+_backward_tuned = triton.autotune(configs=_CONFIGS, key=["dim"])(
+    _backward_kernel
+)
+
+# The interpreter's block: a power of 2, at most 64, so rows longer than 64
+# take several blocks and the last one is masked (tests use such rows).
+INTERPRETER_MAX_BLOCK = 64
+
+
+def interpreter_block(dim: int) -> int:
+    """BLOCK_D used by the interpreter for rows of `dim` elements."""
+    return min(triton.next_power_of_2(max(dim, 1)), INTERPRETER_MAX_BLOCK)
+
+
+def wrap_triton(kernel):
+    """`torch.library.wrap_triton`, letting interpreted kernels through.
+
+    torch 2.13 returns an interpreted kernel unchanged (eager code can launch
+    it as it is); older releases reject it (pytorch/pytorch#152868).
+    """
+    if INTERPRETED:
+        return kernel
+    return torch.library.wrap_triton(kernel)
+
+
+# ---- Checks ----------------------------------------------------------------
+
+COMPILE_NEEDS_GPU = (
+    "triplet_hinge_loss (Triton): torch.compile traces into this operator's "
+    "kernels with fake tensors, which hold no data, but Triton's interpreter "
+    "needs real data. Compiling it needs a GPU; eager calls work without one"
+)
+
+
+def _is_fake(tensor: Tensor) -> bool:
+    from torch._subclasses.fake_tensor import is_fake
+
+    return is_fake(tensor)
+
+
+def _check_inputs(anchor, positive, negative, reduction) -> None:
+    # The chapter-1 checks: 2-D, floating point, same shape, dtype and device.
+    check_triplet_inputs(anchor, positive, negative)
+    if reduction not in REDUCTIONS:
+        raise ValueError(
+            f"reduction must be one of {REDUCTIONS}, got {reduction!r}"
+        )
+    if anchor.dtype not in DTYPES:
+        # float8, say: floating point, but not one the kernels are checked for.
+        raise TypeError(
+            "anchor must be float16, bfloat16, float32 or float64 for the "
+            f"Triton kernels, got {anchor.dtype}"
+        )
+    if not INTERPRETED and anchor.device.type != "cuda":
+        raise ValueError(
+            "anchor must be on a CUDA device: Triton compiles these kernels for "
+            f"the GPU, got {anchor.device}. Without a GPU, set TRITON_INTERPRET=1 "
+            "before importing triton to run them through Triton's interpreter"
+        )
+
+
+def _check_grad_output(grad_output, anchor, reduction) -> None:
+    # The checks of the C++ backward (triplet_common.h, check_grad_output).
+    batch = anchor.shape[0]
+    if reduction == "none":
+        if grad_output.dim() != 1 or grad_output.shape[0] != batch:
+            raise ValueError(
+                f"grad_output must have shape ({batch},) for reduction='none', "
+                f"got {tuple(grad_output.shape)}"
+            )
+    elif grad_output.numel() != 1:
+        raise ValueError(
+            f"grad_output must be a scalar for reduction={reduction!r}, got "
+            f"shape {tuple(grad_output.shape)}"
+        )
+    if grad_output.dtype != anchor.dtype:
+        raise TypeError(
+            f"grad_output must have the dtype of anchor ({anchor.dtype}), got "
+            f"{grad_output.dtype}"
+        )
+    if grad_output.device != anchor.device:
+        raise ValueError(
+            f"grad_output must be on the device of anchor ({anchor.device}), "
+            f"got {grad_output.device}"
+        )
+
+
+def _layout(anchor, positive, negative) -> tuple[int, ...]:
+    # Row and column strides of each input, in elements: views are read in
+    # place (stride 0 for an expanded input), never copied.
+    return (
+        anchor.stride(0),
+        anchor.stride(1),
+        positive.stride(0),
+        positive.stride(1),
+        negative.stride(0),
+        negative.stride(1),
+    )
+
+
+def _block(dim: int) -> dict:
+    # The autotuner picks BLOCK_D on a GPU; the interpreter takes a fixed one.
+    return dict(BLOCK_D=interpreter_block(dim)) if INTERPRETED else {}
+
+
+# ---- The operators ---------------------------------------------------------
+
+
+@torch.library.triton_op(
+    "extending_pytorch::triplet_hinge_loss_triton", mutates_args=()
+)
+def _triplet_op(
+    anchor: Tensor,
+    positive: Tensor,
+    negative: Tensor,
+    t1: float,
+    t2: float,
+    beta: float,
+    reduction: str,
+) -> Tensor:
+    _check_inputs(anchor, positive, negative, reduction)
+    if INTERPRETED and _is_fake(anchor):
+        raise RuntimeError(COMPILE_NEEDS_GPU)
+    batch, dim = anchor.shape
+    per_row = torch.empty(batch, dtype=anchor.dtype, device=anchor.device)
+    if batch > 0:  # a grid of zero programs is not a launch
+        kernel = _forward_kernel if INTERPRETED else _forward_tuned
+        wrap_triton(kernel)[(batch,)](
+            anchor,
+            positive,
+            negative,
+            per_row,
+            dim,
+            *_layout(anchor, positive, negative),
+            t1,
+            t2,
+            beta,
+            FP64=anchor.dtype == torch.float64,
+            **_block(dim),
+        )
+    # Reduced with torch, as the C++ operator does: deterministic, and the
+    # same summation as the reference's.
+    if reduction == "none":
+        return per_row
+    return per_row.sum() if reduction == "sum" else per_row.mean()
+
+
+@torch.library.triton_op(
+    "extending_pytorch::triplet_hinge_loss_triton_backward", mutates_args=()
+)
+def _triplet_backward_op(
+    grad_output: Tensor,
+    anchor: Tensor,
+    positive: Tensor,
+    negative: Tensor,
+    t1: float,
+    t2: float,
+    beta: float,
+    reduction: str,
+) -> tuple[Tensor, Tensor, Tensor]:
+    _check_inputs(anchor, positive, negative, reduction)
+    _check_grad_output(grad_output, anchor, reduction)
+    if INTERPRETED and _is_fake(anchor):
+        raise RuntimeError(COMPILE_NEEDS_GPU)
+    batch, dim = anchor.shape
+    grads = [
+        torch.empty((batch, dim), dtype=anchor.dtype, device=anchor.device)
+        for _ in range(3)
+    ]
+    if batch > 0:
+        if reduction == "mean":
+            # Scaled here, in the input's dtype: a Python float would reach
+            # the kernel as a float32 argument, too coarse for float64.
+            grad_output = grad_output / batch
+        kernel = _backward_kernel if INTERPRETED else _backward_tuned
+        wrap_triton(kernel)[(batch,)](
+            grad_output,
+            grad_output.stride(0) if reduction == "none" else 0,
+            anchor,
+            positive,
+            negative,
+            *grads,
+            dim,
+            *_layout(anchor, positive, negative),
+            t1,
+            t2,
+            beta,
+            FP64=anchor.dtype == torch.float64,
+            **_block(dim),
+        )
+    return grads[0], grads[1], grads[2]
+
+
+if INTERPRETED:
+    # triton_op registers the function itself as its fake implementation:
+    # under fake tensors, wrap_triton records the launch instead of running
+    # it. An interpreted kernel cannot be recorded, so shapes are given here.
+    @_triplet_op.register_fake
+    def _(anchor, positive, negative, t1, t2, beta, reduction):
+        _check_inputs(anchor, positive, negative, reduction)
+        if reduction == "none":
+            return anchor.new_empty(anchor.shape[0])
+        return anchor.new_empty(())
+
+    @_triplet_backward_op.register_fake
+    def _(grad_output, anchor, positive, negative, t1, t2, beta, reduction):
+        _check_inputs(anchor, positive, negative, reduction)
+        _check_grad_output(grad_output, anchor, reduction)
+        return tuple(anchor.new_empty(anchor.shape) for _ in range(3))
+
+
+def _setup_context(ctx, inputs, output):
+    anchor, positive, negative, t1, t2, beta, reduction = inputs
+    ctx.save_for_backward(anchor, positive, negative)
+    ctx.settings = (t1, t2, beta, reduction)
+
+
+def _backward(ctx, grad_output):
+    grads = _triplet_backward_op(grad_output, *ctx.saved_tensors, *ctx.settings)
+    needed = ctx.needs_input_grad
+    return (
+        *(grad if need else None for grad, need in zip(grads, needed)),
+        None,  # t1
+        None,  # t2
+        None,  # beta
+        None,  # reduction
+    )
+
+
+_triplet_op.register_autograd(_backward, setup_context=_setup_context)
+
+triplet_hinge_loss_op = torch.ops.extending_pytorch.triplet_hinge_loss_triton.default
+triplet_hinge_loss_backward_op = (
+    torch.ops.extending_pytorch.triplet_hinge_loss_triton_backward.default
+)
+
+
+def triplet_hinge_loss(
+    anchor: Tensor,
+    positive: Tensor,
+    negative: Tensor,
+    *,
+    t1: float,
+    t2: float,
+    beta: float,
+    reduction: str = "mean",
+) -> Tensor:
+    """The triplet hinge loss, computed by the Triton kernels.
+
+    Same arguments and results as `reference_triplet_hinge_loss`; the
+    hyper-parameters are checked here, the tensors by the operator.
+    """
+    t1, t2, beta, reduction = check_hyperparameters(t1, t2, beta, reduction)
+    return triplet_hinge_loss_op(
+        anchor, positive, negative, t1, t2, beta, reduction
+    )
+
+
+class TritonTripletHingeLoss(TripletHingeLoss):
+    """Chapter 1's module, computing the loss with the Triton kernels."""
+
+    loss_function = staticmethod(triplet_hinge_loss)

@@ -1,0 +1,99 @@
+"""Python registrations of extending_pytorch_stable::triplet_hinge_loss.
+
+The same as extending_pytorch.ops for the ATen operator: the stable ABI
+changes how the C++ is built, not what Python adds to it. This package does
+not import extending_pytorch, so the wheel needs nothing but torch.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+_forward = torch.ops.extending_pytorch_stable.triplet_hinge_loss.default
+_backward_op = torch.ops.extending_pytorch_stable.triplet_hinge_loss_backward.default
+
+
+@torch.library.register_fake("extending_pytorch_stable::triplet_hinge_loss")
+def _(anchor, positive, negative, t1, t2, beta, reduction="mean"):
+    torch._check(anchor.dim() == 2, lambda: "anchor must be 2-D (batch, dim)")
+    if reduction == "none":
+        return anchor.new_empty(anchor.shape[0])
+    return anchor.new_empty(())
+
+
+@torch.library.register_fake("extending_pytorch_stable::triplet_hinge_loss_backward")
+def _(grad_output, anchor, positive, negative, t1, t2, beta, reduction):
+    return tuple(anchor.new_empty(anchor.shape) for _ in range(3))
+
+
+def _setup_context(ctx, inputs, output):
+    anchor, positive, negative, t1, t2, beta, reduction = inputs
+    ctx.save_for_backward(anchor, positive, negative)
+    ctx.settings = (t1, t2, beta, reduction)
+
+
+def _backward(ctx, grad_output):
+    anchor, positive, negative = ctx.saved_tensors
+    grads = _backward_op(grad_output, anchor, positive, negative, *ctx.settings)
+    return (
+        *(g if need else None for g, need in zip(grads, ctx.needs_input_grad)),
+        None,
+        None,
+        None,
+        None,
+    )
+
+
+torch.library.register_autograd(
+    "extending_pytorch_stable::triplet_hinge_loss",
+    _backward,
+    setup_context=_setup_context,
+)
+
+
+# This package stops at first derivatives. Without a formula for the backward
+# operator, autograd would treat it as a constant and a second derivative
+# would be silently wrong; refusing says so instead.
+def _refuse_double_backward(ctx, *grads):
+    raise RuntimeError(
+        "extending_pytorch_stable::triplet_hinge_loss supports first derivatives "
+        "only; for double backward use extending_pytorch.ops.triplet_hinge_loss"
+    )
+
+
+torch.library.register_autograd(
+    "extending_pytorch_stable::triplet_hinge_loss_backward",
+    _refuse_double_backward,
+    setup_context=lambda ctx, inputs, output: None,
+)
+
+
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+def triplet_hinge_loss(
+    anchor: Tensor,
+    positive: Tensor,
+    negative: Tensor,
+    *,
+    t1: float,
+    t2: float,
+    beta: float,
+    reduction: str = "mean",
+) -> Tensor:
+    """The triplet hinge loss, computed by the stable-ABI C++ operator.
+
+    Same arguments, checks and results as extending_pytorch's
+    `triplet_hinge_loss`; the C++ operator checks the tensors.
+    """
+    t1, t2, beta = float(t1), float(t2), float(beta)
+    if t1 > 0:
+        raise ValueError(f"t1 must be <= 0 (minus the margin), got {t1}")
+    if t2 < 0:
+        raise ValueError(f"t2 must be >= 0 (a squared distance), got {t2}")
+    if beta < 0:
+        raise ValueError(f"beta must be >= 0, got {beta}")
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+    return _forward(anchor, positive, negative, t1, t2, beta, reduction)

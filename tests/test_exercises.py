@@ -1,0 +1,334 @@
+"""Exercises a learner can trust: each check accepts the solution and rejects a named wrong answer.
+
+The checks are taken from the notebooks themselves (the cell that defines `check_exercise_N`), run in
+a namespace prepared by the chapter's import cell, against the chapter's folded solution and against
+the plausible wrong answers below. A check that let one of them through would make a learner believe
+a wrong answer.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+import pytest
+from torch.autograd.gradcheck import GradcheckError
+
+from conftest import cell_source, chapter_notebooks, load_notebook
+
+# Chapters whose exercises must each name a wrong answer here (the others are added as they adopt the form).
+COVERED = ("01_", "02_", "03_", "05_", "90_")
+
+# (notebook stem, exercise) -> [(what is wrong, source defining the answer's name, exception, message regex)]
+WRONG_ANSWERS = {
+    ("01_custom_loss", 1): [
+        (
+            "returns the reference, which uses clamp",
+            "def triplet_loss_relu(anchor, positive, negative, t1, t2, beta):\n"
+            "    return ep.reference_triplet_hinge_loss(anchor, positive, negative, t1=t1, t2=t2, beta=beta)\n",
+            AssertionError,
+            r"use F\.relu instead of \['clamp'\]",
+        ),
+        (
+            "uses relu but forgets the constants t1 and beta * t2",
+            "def triplet_loss_relu(anchor, positive, negative, t1, t2, beta):\n"
+            "    d_ap = ep.squared_distance(anchor, positive)\n"
+            "    d_an = ep.squared_distance(anchor, negative)\n"
+            "    return (F.relu(d_ap - d_an - t1) + beta * F.relu(d_ap - t2)).mean()\n",
+            AssertionError,
+            r"not close",
+        ),
+    ],
+    ("01_custom_loss", 2): [
+        (
+            "strict > where clamp passes the gradient at the boundary",
+            "def active_fractions(anchor, positive, negative, t1, t2):\n"
+            "    d_ap = ep.squared_distance(anchor, positive)\n"
+            "    d_an = ep.squared_distance(anchor, negative)\n"
+            "    return (d_ap - d_an > t1).float().mean().item(), (d_ap > t2).float().mean().item()\n",
+            AssertionError,
+            r"push fraction is off",
+        ),
+    ],
+    ("01_custom_loss", 3): [
+        (
+            "pairs an anchor with itself (no i != j)",
+            "def all_triplets(labels):\n"
+            "    same = labels[:, None] == labels[None, :]\n"
+            "    return (same[:, :, None] & ~same[:, None, :]).nonzero(as_tuple=True)\n",
+            AssertionError,
+            r"0 missing, 32 invalid",
+        ),
+    ],
+    ("02_numpy_scipy_function", 1): [
+        (
+            "always returns float64 (torch.from_numpy without like=)",
+            "class LambertW(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        w = torch.from_numpy(scipy.special.lambertw(x.detach().numpy()).real)\n"
+            "        ctx.save_for_backward(w)\n"
+            "        return w\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        (w,) = ctx.saved_tensors\n"
+            "        return grad / (torch.exp(w) * (1 + w))\n",
+            AssertionError,
+            r"float32 input gave torch\.float64",
+        ),
+    ],
+    ("02_numpy_scipy_function", 2): [
+        (
+            "backward in gaussian_filter1d's default mode, reflect",
+            "class GaussianBlur(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x, sigma):\n"
+            "        ctx.sigma = sigma\n"
+            "        out = scipy.ndimage.gaussian_filter1d(numpy_ops.to_numpy(x), sigma, axis=-1, mode='constant')\n"
+            "        return numpy_ops.from_numpy(out, like=x)\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        out = scipy.ndimage.gaussian_filter1d(numpy_ops.to_numpy(grad), ctx.sigma, axis=-1)\n"
+            "        return numpy_ops.from_numpy(out, like=grad), None\n",
+            GradcheckError,
+            r"Jacobian mismatch",
+        ),
+    ],
+    ("02_numpy_scipy_function", 3): [
+        (
+            "softmax without the incoming gradient",
+            "class LogSumExp(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        lse = numpy_ops.from_numpy(scipy.special.logsumexp(numpy_ops.to_numpy(x), axis=-1), like=x)\n"
+            "        ctx.save_for_backward(x, lse)\n"
+            "        return lse\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        x, lse = ctx.saved_tensors\n"
+            "        return torch.exp(x - lse[..., None])\n",
+            AssertionError,
+            r"not close",
+        ),
+    ],
+    ("03_handwritten_backward", 1): [
+        (
+            "the buggy sigmoid(-x) left as it is",
+            "class Softplus(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        ctx.save_for_backward(x)\n"
+            "        return F.softplus(x)\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        (x,) = ctx.saved_tensors\n"
+            "        return grad_output * torch.sigmoid(-x)\n",
+            GradcheckError,
+            r"Jacobian mismatch",
+        ),
+        (
+            "right first derivative, but @once_differentiable",
+            "class Softplus(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        ctx.save_for_backward(x)\n"
+            "        return F.softplus(x)\n"
+            "    @staticmethod\n"
+            "    @once_differentiable\n"
+            "    def backward(ctx, grad_output):\n"
+            "        (x,) = ctx.saved_tensors\n"
+            "        return grad_output * torch.sigmoid(x)\n",
+            GradcheckError,  # raised by the check's gradgradcheck: analytical second derivative 0
+            r"Jacobian mismatch",
+        ),
+    ],
+    ("03_handwritten_backward", 2): [
+        (
+            "divides by the norm and forgets the projection term",
+            "class Normalize(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        norm = x.norm(dim=-1, keepdim=True)\n"
+            "        ctx.save_for_backward(norm)\n"
+            "        return x / norm\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        (norm,) = ctx.saved_tensors\n"
+            "        return grad_output / norm\n",
+            GradcheckError,
+            r"Jacobian mismatch",
+        ),
+    ],
+    ("03_handwritten_backward", 3): [
+        (
+            "the classic style, forward(ctx, x)",
+            "FuncExp = fn.Exp\n",
+            RuntimeError,
+            r"must override the setup_context staticmethod",
+        ),
+        (
+            "setup_context style without a vmap rule",
+            "class FuncExp(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(x):\n"
+            "        return x.exp()\n"
+            "    @staticmethod\n"
+            "    def setup_context(ctx, inputs, output):\n"
+            "        ctx.save_for_backward(output)\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        (result,) = ctx.saved_tensors\n"
+            "        return grad_output * result\n",
+            RuntimeError,
+            r"vmap",
+        ),
+    ],
+    ("05_cuda_kernel", 1): [
+        (
+            "no cap on the grid (2^37 blocks for 2^40 rows, past gridDim.x's limit)",
+            "def launch_shape(batch):\n    return (batch + 7) // 8, 256\n",
+            AssertionError,
+            r"capped at 2\^20 blocks",
+        ),
+    ],
+    ("05_cuda_kernel", 2): [
+        (
+            "stops one exchange early (offsets 16, 8, 4, 2)",
+            "def butterfly_sum(values):\n"
+            "    lanes = list(values)\n"
+            "    for offset in (16, 8, 4, 2):\n"
+            "        lanes = [lanes[i] + lanes[i ^ offset] for i in range(32)]\n"
+            "    return lanes\n",
+            AssertionError,
+            r"every lane should hold the sum",
+        ),
+    ],
+    ("05_cuda_kernel", 3): [
+        (
+            "counts only the inputs (3 B D numbers, not 9 B D)",
+            "def floor_milliseconds(batch, dim, bandwidth_gb_per_s, element_size=4):\n"
+            "    return 3 * batch * dim * element_size / (bandwidth_gb_per_s * 1e9) * 1e3\n",
+            AssertionError,
+            r"take 1 ms",
+        ),
+    ],
+    ("90_appendix_allocator", 1): [
+        (
+            "counts elements instead of bytes",
+            "def pages(tensor):\n    return -(-tensor.numel() // 4096)\n",
+            AssertionError,
+            r"expected 2048 pages, got 512",
+        ),
+    ],
+}
+
+CHECK = re.compile(r"^def (check_exercise_(\d+))\(", re.MULTILINE)
+
+
+def covered_chapters():
+    return [p for p in chapter_notebooks() if p.name.startswith(COVERED)]
+
+
+def exercises(path):
+    """(number, solution cell, check cell) for each exercise of a notebook."""
+    cells = load_notebook(path)["cells"]
+    found = []
+    for index, cell in enumerate(cells):
+        if cell["cell_type"] == "code" and (match := CHECK.search(cell_source(cell))):
+            found.append((int(match.group(2)), cells[index - 1], cell))
+    return found
+
+
+def namespace(path):
+    """The chapter's imports (the cell that imports the book's package), run in a fresh namespace."""
+    cells = load_notebook(path)["cells"]
+    imports = next(
+        cell_source(c) for c in cells
+        if c["cell_type"] == "code" and "import extending_pytorch as ep" in cell_source(c)
+    )
+    names = {"__name__": "exercise_check"}
+    exec(imports, names)
+    # Wrong answers below also use these.
+    exec(
+        "from torch.autograd import Function\n"
+        "from torch.autograd.function import once_differentiable\n"
+        "from torch.autograd.gradcheck import GradcheckError\n",
+        names,
+    )
+    return names
+
+
+def load_check(path, number, names):
+    """Define check_exercise_<number> (and its helpers) from the notebook; returns (check, answer name)."""
+    check_cell = next(c for n, _, c in exercises(path) if n == number)
+    module = ast.parse(cell_source(check_cell))
+    *definitions, call = module.body
+    assert isinstance(call, ast.Expr) and ast.unparse(call.value.func) == f"check_exercise_{number}", (
+        "a check cell ends by calling its check on the solution"
+    )
+    exec(compile(ast.Module(definitions, type_ignores=[]), str(path), "exec"), names)
+    return names[f"check_exercise_{number}"], ast.unparse(call.value.args[0])
+
+
+def exercise_ids():
+    return [
+        (path, number)
+        for path in covered_chapters()
+        for number, _, _ in exercises(path)
+    ]
+
+
+WRONG = [
+    pytest.param(stem, number, wrong, id=f"{stem}-ex{number}-{wrong[0]}")
+    for (stem, number), answers in WRONG_ANSWERS.items()
+    for wrong in answers
+]
+
+
+def path_of(stem):
+    (path,) = [p for p in chapter_notebooks() if p.stem == stem]
+    return path
+
+
+@pytest.mark.parametrize(
+    "path, number", exercise_ids(), ids=[f"{p.stem}-ex{n}" for p, n in exercise_ids()]
+)
+def test_every_exercise_names_a_wrong_answer_its_check_rejects(path, number):
+    assert WRONG_ANSWERS.get((path.stem, number)), (
+        f"{path.name}, exercise {number}: name a plausible wrong answer in tests/test_exercises.py"
+    )
+
+
+@pytest.mark.parametrize(
+    "path, number", exercise_ids(), ids=[f"{p.stem}-ex{n}" for p, n in exercise_ids()]
+)
+def test_solution_is_folded_on_the_site_in_jupyter_and_on_colab(path, number):
+    solution = next(s for n, s, _ in exercises(path) if n == number)
+    metadata = solution["metadata"]
+    assert "hide-input" in metadata.get("tags", []), "the site folds cells tagged hide-input"
+    assert metadata.get("jupyter", {}).get("source_hidden") is True, "Jupyter folds source_hidden cells"
+    assert metadata.get("cellView") == "form", "Colab shows a form instead of the code"
+    assert cell_source(solution).startswith("# @title "), "Colab's form view needs a # @title line"
+
+
+@pytest.mark.parametrize(
+    "path, number", exercise_ids(), ids=[f"{p.stem}-ex{n}" for p, n in exercise_ids()]
+)
+def test_check_accepts_the_solution(path, number, capsys):
+    names = namespace(path)
+    check, answer = load_check(path, number, names)
+    solution = next(s for n, s, _ in exercises(path) if n == number)
+    exec(cell_source(solution), names)
+    check(names[answer])
+    assert f"Exercise {number} passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("stem, number, wrong", WRONG)
+def test_check_rejects_the_named_wrong_answer(stem, number, wrong):
+    what, source, error, message = wrong
+    path = path_of(stem)
+    names = namespace(path)
+    check, answer = load_check(path, number, names)
+    exec(source, names)
+    with pytest.raises(error, match=message):
+        check(names[answer])
