@@ -19,7 +19,7 @@ import torch
 from torch.testing import assert_close
 
 import extending_pytorch as ep
-from conftest import requires_cuda
+from conftest import load_tool, requires_cuda
 from extending_pytorch import build_flags, ops, testing
 
 HYPER = dict(t1=-1.0, t2=0.5, beta=0.5)
@@ -222,12 +222,16 @@ def test_binding_compiles_against_torch_and_cuda_headers(binding, tmp_path):
 
 # ---- On a GPU ----
 
-# float32 and 16-bit sums of D squares round more as D grows; float64 is exact enough.
+# Compared with the reference in float64. The losses are sums of D squares, so
+# their rounding grows with D; the gradients are per element, so it does not.
+# 16-bit inputs are rounded once (their own precision) and then accumulated in
+# float by the kernels: a kernel that returned zero gradients, or accumulated
+# in half, is outside these bounds.
 TOLERANCE = {
-    torch.float32: lambda dim: dict(rtol=1e-5, atol=1e-5 * dim),
-    torch.float64: lambda dim: dict(rtol=1e-7, atol=1e-7),
-    torch.float16: lambda dim: dict(rtol=2e-2, atol=2e-2 * dim),
-    torch.bfloat16: lambda dim: dict(rtol=5e-2, atol=5e-2 * dim),
+    torch.float32: dict(rtol=1e-5, atol=1e-5),
+    torch.float64: dict(rtol=1e-7, atol=1e-9),
+    torch.float16: dict(rtol=4e-3, atol=1e-3),
+    torch.bfloat16: dict(rtol=3e-2, atol=8e-3),
 }
 
 
@@ -254,21 +258,76 @@ def test_layouts_dims_and_dtypes_cuda(layout, dim, dtype):
                 dtype=dtype,
                 device="cuda",
                 seed=position,
-                **TOLERANCE[dtype](dim),
+                reference_dtype=torch.float64,
+                **TOLERANCE[dtype],
             )
 
 
 @requires_cuda
-def test_backward_output_mask_cuda():
-    a, p, n = torch.randn(3, 40, 64, device="cuda").unbind(0)
+@pytest.mark.parametrize("layout", ["contiguous", "misaligned"])  # packed and scalar paths
+def test_backward_output_mask_cuda(layout):
+    # Catches a kernel that writes through a null gradient pointer (any of the
+    # three, on either path) or skips one that was asked for.
+    _, p = testing.make_view(layout, 40, 64, device="cuda")
+    a, n = torch.randn(2, 40, 64, device="cuda").unbind(0)
+    p = p.detach()
     grad = torch.tensor(0.5, device="cuda")
     full = ops.triplet_hinge_loss_backward_op(grad, a, p, n, -1.0, 0.5, 0.5, "mean", [True] * 3)
-    for mask in ([True, True, False], [False, True, False]):
+    for bits in range(8):
+        mask = [bool(bits & 4), bool(bits & 2), bool(bits & 1)]
         partial = ops.triplet_hinge_loss_backward_op(grad, a, p, n, -1.0, 0.5, 0.5, "mean", mask)
+        torch.cuda.synchronize()
         for needed, got, expected in zip(mask, partial, full):
-            assert (got is None) != needed
+            assert (got is None) != needed, mask
             if needed:
-                assert torch.equal(got, expected)
+                assert torch.equal(got, expected), mask
+
+
+@requires_cuda
+def test_half_precision_accumulates_in_float_cuda():
+    # Every lane's first element contributes 8^2 = 64, the other 4095 columns
+    # 0.1^2 = 0.01 each. Summed in half precision, 64 + 0.01 rounds back to 64
+    # (half's spacing there is 1/16), losing about 40 of 2088; in float the
+    # sum is right to a few units in the last place.
+    dim = 4096
+    diff = torch.full((4, dim), 0.1, dtype=torch.float64)
+    diff[:, :256:8] = 8.0
+    a = torch.zeros(4, dim, dtype=torch.float16, device="cuda")
+    p = diff.to(torch.float16).cuda()
+    n = torch.zeros_like(a)
+    hyper = dict(t1=-1e9, t2=-1e9, beta=1.0)  # loss = d_ap - d_an + d_ap = 2 d_ap
+    ours = ops.triplet_hinge_loss(a, p, n, **hyper, reduction="none").double()
+    exact = 2 * p.double().pow(2).sum(1)
+    assert_close(ours, exact, rtol=2e-3, atol=0)
+
+
+@requires_cuda
+def test_empty_batch_backward_cuda():
+    empty = torch.empty(0, 8, device="cuda", requires_grad=True)
+    for reduction in ep.REDUCTIONS:
+        loss = ops.triplet_hinge_loss(empty, empty, empty, **HYPER, reduction=reduction)
+        (grad,) = torch.autograd.grad(loss.sum(), empty)
+        torch.cuda.synchronize()
+        assert grad.shape == (0, 8)
+
+
+@requires_cuda
+def test_batch_larger_than_the_grid_cuda():
+    # More rows than kMaxBlocks (2^20) blocks of 8 warps take in one pass:
+    # every warp loops. A kernel without the grid-stride loop leaves the rows
+    # past 8 * 2^20 unwritten.
+    batch = 8 * 2**20 + 37
+    a, p, n = (torch.randn(batch, 4, device="cuda") for _ in range(3))
+    ours = ops.triplet_hinge_loss(a, p, n, **HYPER, reduction="none")
+    expected = ep.reference_triplet_hinge_loss(a, p, n, **HYPER, reduction="none")
+    assert_close(ours, expected)
+    grads = torch.autograd.grad(
+        ops.triplet_hinge_loss(a.requires_grad_(), p, n, **HYPER, reduction="sum"), a
+    )
+    ref = torch.autograd.grad(
+        ep.reference_triplet_hinge_loss(a, p, n, **HYPER, reduction="sum"), a
+    )
+    assert_close(grads[0][-100:], ref[0][-100:])
 
 
 @requires_cuda
@@ -279,6 +338,11 @@ def test_kernels_launch_on_the_current_stream():
     expected = ops.triplet_hinge_loss(a, p, n, **HYPER, reduction="none")
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
+    # Keep the default stream busy: a kernel wrongly launched there would run
+    # only after these, long after the side stream's copy read its output.
+    x = torch.randn(4096, 4096, device="cuda")
+    for _ in range(20):
+        x = x @ x / 64
     with torch.cuda.stream(side):
         out = ops.triplet_hinge_loss(a, p, n, **HYPER, reduction="none")
         copy = out.clone()  # ordered after the kernel on the same stream
@@ -345,3 +409,38 @@ def test_empty_batch_cuda():
         ).item()
         == 0
     )
+
+
+# ---- The CUDA build check (tools/check_cuda.py, run by make check-cuda) ----
+
+
+def test_cuda_check_expects_the_default_architectures():
+    check = load_tool("check_cuda")
+    sass, ptx = check.expected_architectures()
+    assert sass == {"sm_75", "sm_80", "sm_90"} and ptx == {"sm_90"}
+
+
+def test_cuda_check_exempts_only_real_cpu_only_operators():
+    # An exemption for an operator that no longer exists (or was renamed) would
+    # hide nothing today but rot; every exempt operator must exist and really
+    # have no CUDA kernel in its source.
+    check = load_tool("check_cuda")
+    names = set(torch._C._dispatch_get_all_op_names())
+    for name in check.CPU_ONLY:
+        assert name in names, name
+        short = name.split("::")[1]
+        for binding in BINDINGS:
+            text = (build_flags.EXTENSIONS_DIR / binding).read_text()
+            assert f'm.impl("{short}"' not in text, (name, binding)
+
+
+def test_cuda_check_serves_the_working_tree_as_a_repository(tmp_path):
+    check = load_tool("check_cuda")
+    served = check.snapshot_repository(tmp_path / "served")
+    log = subprocess.run(
+        ["git", "log", "--oneline"], cwd=served, capture_output=True, text=True
+    ).stdout
+    assert len(log.splitlines()) == 1
+    assert (served / "notebooks" / "05_cuda_kernel.ipynb").is_file()
+    assert not (served / ".venv").exists()
+    assert check.repository_slug().count("/") == 1

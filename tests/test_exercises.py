@@ -17,7 +17,7 @@ from torch.autograd.gradcheck import GradcheckError
 from conftest import cell_source, chapter_notebooks, load_notebook
 
 # Chapters whose exercises must each name a wrong answer here (the others are added as they adopt the form).
-COVERED = ("01_", "02_", "03_", "05_", "90_")
+COVERED = ("01_", "02_", "03_", "05_", "06_", "07_", "90_")
 
 # (notebook stem, exercise) -> [(what is wrong, source defining the answer's name, exception, message regex)]
 WRONG_ANSWERS = {
@@ -194,13 +194,30 @@ WRONG_ANSWERS = {
     ("05_cuda_kernel", 2): [
         (
             "stops one exchange early (offsets 16, 8, 4, 2)",
-            "def butterfly_sum(values):\n"
+            "def butterfly_sum(values, offsets=(16, 8, 4, 2)):\n"
             "    lanes = list(values)\n"
-            "    for offset in (16, 8, 4, 2):\n"
+            "    for offset in offsets:\n"
             "        lanes = [lanes[i] + lanes[i ^ offset] for i in range(32)]\n"
             "    return lanes\n",
             AssertionError,
             r"every lane should hold the sum",
+        ),
+        (
+            "rotates (lane i + offset) instead of exchanging (lane i XOR offset)",
+            "def butterfly_sum(values, offsets=(16, 8, 4, 2, 1)):\n"
+            "    lanes = list(values)\n"
+            "    for offset in offsets:\n"
+            "        lanes = [lanes[i] + lanes[(i + offset) % 32] for i in range(32)]\n"
+            "    return lanes\n",
+            AssertionError,
+            r"values\[i\] \+ values\[i \^ 1\]",
+        ),
+        (
+            "skips the exchanges and hands every lane the total",
+            "def butterfly_sum(values, offsets=(16, 8, 4, 2, 1)):\n"
+            "    return [sum(values)] * 32\n",
+            AssertionError,
+            r"values\[i\] \+ values\[i \^ 1\]",
         ),
     ],
     ("05_cuda_kernel", 3): [
@@ -210,6 +227,67 @@ WRONG_ANSWERS = {
             "    return 3 * batch * dim * element_size / (bandwidth_gb_per_s * 1e9) * 1e3\n",
             AssertionError,
             r"take 1 ms",
+        ),
+    ],
+    ("06_triton_kernel", 1): [
+        (
+            "no mask on the last block (reads past the end of each row)",
+            "@triton.jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    row = tl.program_id(0).to(tl.int64)\n"
+            "    total = tl.zeros([BLOCK], dtype=tl.float32)\n"
+            "    for start in range(0, dim, BLOCK):\n"
+            "        cols = start + tl.arange(0, BLOCK)\n"
+            "        x = tl.load(x_ptr + row * row_stride + cols * col_stride)\n"
+            "        total += x * x\n"
+            "    tl.store(out_ptr + row, tl.sum(total, axis=0))\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
+            "    return out\n",
+            AssertionError,
+            r"read past the end of a row",
+        ),
+    ],
+    ("06_triton_kernel", 2): [
+        (
+            "block - dim % block (a full last block is not idle)",
+            "def idle_lanes(dim, block):\n    return block - dim % block\n",
+            AssertionError,
+            r"a full last block has no idle lanes",
+        ),
+    ],
+    ("07_involution", 1): [
+        (
+            "forgets the dilation",
+            "def output_shape(height, width, kernel, stride, padding, dilation):\n"
+            "    return tuple((n + 2 * p - (k - 1) - 1) // s + 1\n"
+            "                 for n, k, s, p in zip((height, width), kernel, stride, padding))\n",
+            AssertionError,
+            r"dilation\?",
+        ),
+    ],
+    ("07_involution", 2): [
+        (
+            "sums over every channel, not the channels of each group",
+            "def weight_gradient(x, grad_out, groups, kernel, padding):\n"
+            "    b, c = x.shape[:2]\n"
+            "    out_h, out_w = grad_out.shape[2:]\n"
+            "    windows = F.unfold(x, kernel, padding=padding).view(b, c, kernel[0] * kernel[1], out_h, out_w)\n"
+            "    total = (windows * grad_out.view(b, c, 1, out_h, out_w)).sum(dim=1)\n"
+            "    return total[:, None].expand(b, groups, -1, -1, -1).reshape(b, groups, *kernel, out_h, out_w)\n",
+            AssertionError,
+            r"sum over the channels of each group only",
+        ),
+    ],
+    ("07_involution", 3): [
+        (
+            "counts the output, not the K x K windows",
+            "def unfold_mebibytes(batch, channels, size, kernel, dtype_bytes=4):\n"
+            "    return batch * channels * size * size * dtype_bytes / 2**20\n",
+            AssertionError,
+            r"count the windows",
         ),
     ],
     ("90_appendix_allocator", 1): [

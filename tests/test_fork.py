@@ -16,7 +16,7 @@ from conftest import REPO_ROOT, cell_source, chapter_notebooks, load_notebook
 
 
 # Chapters whose Colab setup cell builds the C++/CUDA extensions (no EXTENDING_PYTORCH_SKIP_NATIVE).
-NATIVE_CHAPTERS = ("04_", "05_")
+NATIVE_CHAPTERS = ("04_", "05_", "07_")
 
 
 def copy_book(tmp_path):
@@ -100,7 +100,7 @@ class FakeShell:
             raise AssertionError(f"unexpected magic %{name} {line}")
 
 
-def run_setup_cell(path, monkeypatch):
+def run_setup_cell(path, monkeypatch, installed=False):
     """Run a chapter's setup cell; returns (commands run, folders changed to).
 
     Both forms are accepted while chapters move from one to the other: the old cell calls
@@ -118,6 +118,18 @@ def run_setup_cell(path, monkeypatch):
         commands.append(command)
 
     monkeypatch.setattr(subprocess, "run", run)
+    # A fresh runtime has neither the book's package nor (possibly) Triton; a runtime in
+    # which an earlier chapter installed them must not reinstall or rebuild them.
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+
+    def find_spec(name, *args):
+        if name.startswith(("extending_pytorch", "triton")):
+            return real_find_spec(name, *args) if installed else None
+        return real_find_spec(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
     monkeypatch.setattr("os.chdir", lambda p: moved.append(p))
     namespace = {}
     shell = FakeShell(namespace)
@@ -163,6 +175,20 @@ def test_setup_cell_on_colab_fetches_installs_and_changes_folder(path, monkeypat
     # Chapters without C++ skip compiling it; the native chapters build it.
     native = path.name.startswith(NATIVE_CHAPTERS)
     assert (os.environ.get("EXTENDING_PYTORCH_SKIP_NATIVE") == "1") != native
+
+
+@pytest.mark.parametrize("path", chapter_notebooks(), ids=[p.stem for p in chapter_notebooks()])
+def test_setup_cell_reuses_what_an_earlier_chapter_installed(path, monkeypatch):
+    # Chapter 4 builds the package (minutes, with CUDA); chapter 5 in the same runtime
+    # must not build it again.
+    monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+    monkeypatch.setattr("os.path.isdir", lambda p: True)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setenv("EXTENDING_PYTORCH_SKIP_NATIVE", "")
+    monkeypatch.delenv("EXTENDING_PYTORCH_SKIP_NATIVE")
+    commands, moved = run_setup_cell(path, monkeypatch, installed=True)
+    assert not [c for c in commands if "pip" in c], commands
+    assert moved == ["/content/extending-pytorch/notebooks"]
 
 
 def test_fake_shell_records_what_a_new_style_setup_cell_asks_for(monkeypatch):

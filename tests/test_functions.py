@@ -219,7 +219,7 @@ def test_triplet_forward_mode_matches_the_reference(reduction):
     generator = torch.Generator().manual_seed(0)
     a, p, n = torch.randn(3, 6, 4, generator=generator, dtype=torch.float64).unbind(0)
     tangents = torch.randn(3, 6, 4, generator=generator, dtype=torch.float64).unbind(0)
-    ours = lambda a, p, n: fn.triplet_hinge_loss_function(  # noqa: E731
+    ours = lambda a, p, n: fn.triplet_hinge_loss_function_with_jvp(  # noqa: E731
         a, p, n, **HYPER, reduction=reduction
     )
     theirs = lambda a, p, n: ep.reference_triplet_hinge_loss(  # noqa: E731
@@ -241,6 +241,40 @@ def test_triplet_forward_mode_matches_the_reference(reduction):
         )
     inputs = [t.clone().requires_grad_() for t in (a, p, n)]
     assert torch.autograd.gradcheck(ours, inputs, check_forward_ad=True)
+
+
+def test_the_function_without_jvp_has_no_forward_mode():
+    # The split chapter 3 relies on: forward mode lives in the subclass only.
+    a, p, n = torch.randn(3, 4, 2, dtype=torch.float64).unbind(0)
+    loss = lambda x: fn.triplet_hinge_loss_function(x, p, n, **HYPER)  # noqa: E731
+    with pytest.raises(NotImplementedError, match="implement the jvp function"):
+        torch.func.jvp(loss, (a,), (torch.ones_like(a),))
+
+
+def test_compile_traces_the_function_and_its_backward_whole():
+    # Chapter 3's claim: torch.compile puts TripletHingeLossFunction, backward included, into one
+    # graph. Bug caught: a custom jvp (or anything else Dynamo cannot trace) put back on the
+    # Function, which makes fullgraph=True raise and leaves the eager backward in place.
+    torch.compiler.reset()
+    inputs = [t.requires_grad_() for t in torch.randn(3, 16, 8).unbind(0)]
+    compiled = torch.compile(fn.triplet_hinge_loss_function, fullgraph=True)
+    loss = compiled(*inputs, **HYPER)
+    assert type(loss.grad_fn).__name__ == "CompiledFunctionBackward"
+    expected = fn.triplet_hinge_loss_function(*inputs, **HYPER)
+    assert_close(loss, expected)
+    for grad, ref in zip(
+        torch.autograd.grad(loss, inputs), torch.autograd.grad(expected, inputs)
+    ):
+        assert_close(grad, ref)
+
+
+def test_compile_refuses_the_function_with_a_custom_jvp():
+    # The limitation chapter 3 shows: Dynamo does not trace a Function that defines jvp.
+    torch.compiler.reset()
+    inputs = [t.requires_grad_() for t in torch.randn(3, 16, 8).unbind(0)]
+    compiled = torch.compile(fn.triplet_hinge_loss_function_with_jvp, fullgraph=True)
+    with pytest.raises(torch._dynamo.exc.Unsupported, match="jvp"):
+        compiled(*inputs, **HYPER)
 
 
 def test_linear_without_bias_returns_a_trailing_none():

@@ -56,3 +56,34 @@ def test_missing_compiler_gets_a_clear_message():
         "no C++ compiler found ('/nonexistent/c++')" in result.stderr
     ), result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_cuda_build_check_uses_the_cuda_build_of_torch_from_the_index():
+    # pip's configuration on some machines prefers a local CPU wheel of torch; the CUDA
+    # build check's environment must bypass it (--isolated) and be rebuilt only when
+    # requirements.txt changes.
+    result = run_make("-n", "-B", "check-cuda")
+    assert result.returncode == 0, result.stderr
+    assert "pip install --isolated" in result.stdout
+    assert "-r requirements.txt" in result.stdout
+    assert "tools/check_cuda.py" in result.stdout
+    makefile = (REPO_ROOT / "Makefile").read_text()
+    assert "$(CUDA_STAMP): requirements.txt" in makefile
+
+
+def test_ci_runs_the_cuda_build_check():
+    script = (REPO_ROOT / ".ci" / "run").read_text()
+    assert "make check-cuda" in script and "make test" in script
+
+
+def test_cuda_build_check_refuses_a_cpu_only_torch():
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "tools" / "check_cuda.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1
+    assert "CPU-only torch" in result.stderr and "make check-cuda" in result.stderr

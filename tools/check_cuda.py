@@ -358,6 +358,8 @@ def main() -> int:
     print(f"torch {torch.__version__}, CUDA toolkit at {CUDA_HOME}")
     timings: dict[str, float] = {}
     prepare_checkout()
+    # A fresh runtime: no book package from an earlier run of this check.
+    run([sys.executable, "-m", "pip", "uninstall", "--yes", "--quiet", "extending-pytorch"])
     with tempfile.TemporaryDirectory(prefix="check-cuda-") as tmp:
         work = pathlib.Path(tmp)
         start = step("1. Colab CPU runtime: chapter 4's setup cell clones and builds")

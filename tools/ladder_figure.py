@@ -60,7 +60,7 @@ def reading_minutes(notebook: str) -> int:
 def draw(output: pathlib.Path) -> None:
     plt.rcParams["svg.hashsalt"] = "ladder"  # stable ids: the same figure gives the same file
     fig, axis = plt.subplots(figsize=(9, 5.4))
-    axis.set(xlim=(0, 10), ylim=(0, 8.0))
+    axis.set(xlim=(0, 10), ylim=(0, 8.2))
     axis.axis("off")
     colors = plt.cm.viridis([0.15, 0.35, 0.55, 0.72, 0.88])
     for rung, ((name, what, adds, runs), color) in enumerate(zip(RUNGS, colors)):
@@ -90,9 +90,9 @@ def draw(output: pathlib.Path) -> None:
         axis.text(x + 0.2, y + 0.25, adds, color=text_color, fontsize=9, va="center")
         axis.text(x + 6.6, y + 0.58, f"~{reading_minutes(name)} min", fontsize=9, va="center")
         axis.text(x + 6.6, y + 0.25, runs, fontsize=8, va="center", color="dimgray")
-    axis.text(0.2, 6.45, "Beyond the ladder", fontsize=10, fontweight="bold", color="dimgray")
+    axis.text(0.2, 7.85, "Beyond the ladder", fontsize=10, fontweight="bold", color="dimgray")
     for i, (name, what, runs) in enumerate(BEYOND):
-        x, y = 0.2 + i * 4.9, 6.75
+        x, y = 0.2 + i * 4.9, 6.6
         axis.add_patch(
             FancyBboxPatch(
                 (x, y),

@@ -44,12 +44,13 @@ CXX_STANDARD = "c++20"
 
 # The GPU architectures the CUDA kernels are compiled for when nothing else says:
 # TORCH_CUDA_ARCH_LIST is unset and no GPU is visible (a Colab CPU runtime, a CI
-# runner, a cluster's login node). Machine code (SASS) for Turing (7.5: Colab's
-# T4), Ampere (8.0: A100; 8.6 and 8.7 GPUs run it too), Ada (8.9: L4, RTX 40xx)
-# and Hopper (9.0: H100, H200), plus PTX for 9.0, which the driver compiles for
-# newer GPUs (Blackwell: 10.x, 12.x) on first use. CUDA 13 supports nothing
-# older than 7.5.
-DEFAULT_CUDA_ARCH_LIST = "7.5;8.0;8.9;9.0+PTX"
+# runner, a cluster's login node). Machine code (SASS) runs on GPUs of the same
+# major version and an equal or higher minor one, so three builds cover CUDA 13's
+# GPUs: 7.5 (Turing: Colab's T4), 8.0 (Ampere and Ada: A100, A10, RTX 30xx, L4,
+# RTX 40xx) and 9.0 (Hopper: H100, H200); plus PTX for 9.0, which the driver
+# compiles at first use for newer GPUs (Blackwell: 10.x, 11.0, 12.x). CUDA 13
+# supports nothing older than 7.5 (no V100, no P100).
+DEFAULT_CUDA_ARCH_LIST = "7.5;8.0;9.0+PTX"
 
 
 def cuda_arch_list(requested: str | None, visible_gpus: int) -> str | None:

@@ -7,8 +7,11 @@ Each Function here is derived in chapter 3 and checked there with gradcheck:
 - `GlobalMaxPool`: max over H x W, with non-differentiable indices;
 - `TripletHingeLossFunction`: the triplet hinge loss with its analytic
   gradient, in the `setup_context` style that torch.func needs, with a
-  backward made of differentiable ops so it supports double backward, and
-  a `jvp` for forward-mode AD (torch.func.jvp, jacfwd, hessian).
+  backward made of differentiable ops so it supports double backward;
+  torch.compile traces it whole (fullgraph=True);
+- `TripletHingeLossFunctionWithJvp`: the same Function plus a `jvp` for
+  forward-mode AD (torch.func.jvp, jacfwd, hessian). Dynamo does not trace
+  Functions with a custom jvp, so torch.compile graph-breaks on this one.
 """
 
 from __future__ import annotations
@@ -111,8 +114,8 @@ class TripletHingeLossFunction(Function):
 
     Written in the `setup_context` style: `forward` takes no ctx, and
     `setup_context` saves what backward needs. With `generate_vmap_rule`,
-    torch.func.vmap and torch.func.grad work through it; `jvp` gives it
-    forward-mode AD (torch.func.jvp, jacfwd, and hessian with jacrev).
+    torch.func.vmap and torch.func.grad work through it, and torch.compile
+    traces its forward and backward into its graph.
     """
 
     generate_vmap_rule = True
@@ -136,32 +139,7 @@ class TripletHingeLossFunction(Function):
         # That costs no memory only where the inputs are alive anyway
         # (chapter 3, section 10 measures where they are not).
         ctx.save_for_backward(anchor, positive, negative)
-        ctx.save_for_forward(anchor, positive, negative)  # for jvp
         ctx.t1, ctx.t2, ctx.beta, ctx.reduction = t1, t2, beta, reduction
-
-    @staticmethod
-    def jvp(ctx, tangent_a, tangent_p, tangent_n, *_):
-        # Forward mode: the loss's change along tangents of the inputs.
-        # A tangent is None for an input that has none (treated as zero).
-        anchor, positive, negative = ctx.saved_tensors
-        zero = torch.zeros_like(anchor)
-        ta, tp, tn = (
-            zero if t is None else t for t in (tangent_a, tangent_p, tangent_n)
-        )
-        diff_p, diff_n = anchor - positive, anchor - negative
-        d_ap = diff_p.pow(2).sum(dim=-1)
-        d_an = diff_n.pow(2).sum(dim=-1)
-        push = (d_ap - d_an >= ctx.t1).to(anchor.dtype)
-        pull = (d_ap >= ctx.t2).to(anchor.dtype)
-        # d(d_ap) = 2 (a - p) . (ta - tp), and likewise for d_an.
-        dd_ap = 2 * (diff_p * (ta - tp)).sum(dim=-1)
-        dd_an = 2 * (diff_n * (ta - tn)).sum(dim=-1)
-        per_triplet = push * (dd_ap - dd_an) + ctx.beta * pull * dd_ap
-        if ctx.reduction == "mean":
-            return per_triplet.mean()
-        if ctx.reduction == "sum":
-            return per_triplet.sum()
-        return per_triplet
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -194,6 +172,44 @@ class TripletHingeLossFunction(Function):
         )
 
 
+class TripletHingeLossFunctionWithJvp(TripletHingeLossFunction):
+    """`TripletHingeLossFunction` plus forward-mode AD.
+
+    `jvp` gives it torch.func.jvp, jacfwd, and hessian (forward over
+    reverse). The price: Dynamo does not trace a Function with a custom
+    jvp, so torch.compile graph-breaks on it and runs it eagerly.
+    """
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        TripletHingeLossFunction.setup_context(ctx, inputs, output)
+        ctx.save_for_forward(*inputs[:3])  # anchor, positive, negative
+
+    @staticmethod
+    def jvp(ctx, tangent_a, tangent_p, tangent_n, *_):
+        # Forward mode: the loss's change along tangents of the inputs.
+        # A tangent is None for an input that has none (treated as zero).
+        anchor, positive, negative = ctx.saved_tensors
+        zero = torch.zeros_like(anchor)
+        ta, tp, tn = (
+            zero if t is None else t for t in (tangent_a, tangent_p, tangent_n)
+        )
+        diff_p, diff_n = anchor - positive, anchor - negative
+        d_ap = diff_p.pow(2).sum(dim=-1)
+        d_an = diff_n.pow(2).sum(dim=-1)
+        push = (d_ap - d_an >= ctx.t1).to(anchor.dtype)
+        pull = (d_ap >= ctx.t2).to(anchor.dtype)
+        # d(d_ap) = 2 (a - p) . (ta - tp), and likewise for d_an.
+        dd_ap = 2 * (diff_p * (ta - tp)).sum(dim=-1)
+        dd_an = 2 * (diff_n * (ta - tn)).sum(dim=-1)
+        per_triplet = push * (dd_ap - dd_an) + ctx.beta * pull * dd_ap
+        if ctx.reduction == "mean":
+            return per_triplet.mean()
+        if ctx.reduction == "sum":
+            return per_triplet.sum()
+        return per_triplet
+
+
 def triplet_hinge_loss_function(
     anchor, positive, negative, *, t1, t2, beta, reduction="mean"
 ) -> Tensor:
@@ -201,6 +217,17 @@ def triplet_hinge_loss_function(
     t1, t2, beta, reduction = check_hyperparameters(t1, t2, beta, reduction)
     check_triplet_inputs(anchor, positive, negative)
     return TripletHingeLossFunction.apply(
+        anchor, positive, negative, t1, t2, beta, reduction
+    )
+
+
+def triplet_hinge_loss_function_with_jvp(
+    anchor, positive, negative, *, t1, t2, beta, reduction="mean"
+) -> Tensor:
+    """The loss through `TripletHingeLossFunctionWithJvp` (forward mode)."""
+    t1, t2, beta, reduction = check_hyperparameters(t1, t2, beta, reduction)
+    check_triplet_inputs(anchor, positive, negative)
+    return TripletHingeLossFunctionWithJvp.apply(
         anchor, positive, negative, t1, t2, beta, reduction
     )
 

@@ -52,6 +52,21 @@ LAYOUTS: dict[str, Layout] = {
         lambda base, b, d: base[:, 1:],
         lambda v: v.stride(1) == 1 and v.storage_offset() == 1 and not _aligned16(v),
     ),
+    "row-padded": Layout(
+        "x[:, :D] of a (B, D + 1) tensor: the first row starts aligned, later "
+        "rows one element further each",
+        lambda b, d: (b, d + 1),
+        lambda base, b, d: base[:, :d],
+        lambda v: v.size(0) <= 1 or (v.stride() == (v.size(1) + 1, 1) and v.storage_offset() == 0),
+    ),
+    "offset": Layout(
+        "a (B, D) view one element into its storage: rows adjacent (row "
+        "stride D), but no row start on a 16-byte boundary when D is a "
+        "multiple of 4 floats",
+        lambda b, d: (b * d + 1,),
+        lambda base, b, d: base[1:].view(b, d),
+        lambda v: v.stride() == (v.size(1), 1) and v.storage_offset() == 1 and not _aligned16(v),
+    ),
     "column-strided": Layout(
         "x[:, ::2] of a (B, 2D) tensor: every other element",
         lambda b, d: (b, 2 * d),
@@ -114,13 +129,17 @@ def check_against_reference(
     hyper: dict | None = None,
     rtol: float | None = None,
     atol: float | None = None,
+    reference_dtype=None,
 ) -> None:
     """Values and gradients of `loss_fn` on views of the given layouts.
 
     `loss_fn(anchor, positive, negative, *, t1, t2, beta, reduction)` receives
     the views themselves; gradients are taken with respect to the bases and
     compared with the reference's, computed on the same views of copies of the
-    bases, with a random upstream gradient.
+    bases, with a random upstream gradient. `reference_dtype` (e.g. float64)
+    computes the reference in a wider type than the inputs, as the truth for
+    half-precision implementations; `rtol`/`atol` then apply to the values
+    and gradients converted to it.
     """
     hyper = hyper or dict(t1=-1.0, t2=0.5, beta=0.5)
     generator = torch.Generator().manual_seed(seed)
@@ -130,7 +149,8 @@ def check_against_reference(
     ]
     bases = [base for base, _ in cases]
     views = [view for _, view in cases]
-    ref_bases = [base.detach().clone().requires_grad_() for base in bases]
+    ref_dtype = reference_dtype or dtype
+    ref_bases = [base.detach().to(ref_dtype).requires_grad_() for base in bases]
     ref_views = [
         LAYOUTS[layout].view(base, batch, dim) for layout, base in zip(layouts, ref_bases)
     ]
@@ -138,10 +158,13 @@ def check_against_reference(
     expected = reference_triplet_hinge_loss(*ref_views, **hyper, reduction=reduction)
     close = {} if rtol is None else dict(rtol=rtol, atol=atol)
     assert actual.dtype == dtype and actual.device == views[0].device
-    assert_close(actual, expected, equal_nan=True, **close)
+    assert_close(actual.to(ref_dtype), expected, equal_nan=True, **close)
     weights = torch.randn(expected.shape, generator=generator, dtype=torch.float64)
     weights = weights.to(device=device, dtype=dtype)
     grads = torch.autograd.grad(actual, bases, weights)
-    ref_grads = torch.autograd.grad(expected, ref_bases, weights)
+    ref_grads = torch.autograd.grad(expected, ref_bases, weights.to(ref_dtype))
     for layout, grad, ref_grad in zip(layouts, grads, ref_grads):
-        assert_close(grad, ref_grad, **close, msg=lambda m: f"gradient of the {layout} input: {m}")
+        assert grad.dtype == dtype
+        assert_close(
+            grad.to(ref_dtype), ref_grad, **close, msg=lambda m: f"gradient of the {layout} input: {m}"
+        )

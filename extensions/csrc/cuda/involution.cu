@@ -14,11 +14,9 @@
 // (channel, weight element) pair adding into the weight gradient with
 // atomicAdd, would give C / G times more threads but a result that depends
 // on the order the additions land in, and contention on every element.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include <cstdint>
 
+#include "accumulate.h"
 #include "involution_kernels.h"
 
 namespace extending_pytorch {
@@ -29,36 +27,6 @@ constexpr int kThreadsPerBlock = 256;
 // Enough blocks to fill any current GPU; the grid-stride loop does the rest.
 constexpr int64_t kMaxBlocks = 65536;
 
-// The type sums are kept in: float for float, half and bfloat16.
-template <typename T>
-struct Acc {
-  using type = float;
-};
-template <>
-struct Acc<double> {
-  using type = double;
-};
-
-// Explicit conversions: torch builds with the implicit half conversions disabled.
-__device__ __forceinline__ float to_acc(float x) { return x; }
-__device__ __forceinline__ double to_acc(double x) { return x; }
-__device__ __forceinline__ float to_acc(__half x) { return __half2float(x); }
-__device__ __forceinline__ float to_acc(__nv_bfloat16 x) { return __bfloat162float(x); }
-
-template <typename T>
-__device__ __forceinline__ T from_acc(float x);
-template <>
-__device__ __forceinline__ float from_acc<float>(float x) { return x; }
-template <>
-__device__ __forceinline__ __half from_acc<__half>(float x) { return __float2half(x); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_acc<__nv_bfloat16>(float x) {
-  return __float2bfloat16(x);
-}
-template <typename T>
-__device__ __forceinline__ T from_acc(double x) {
-  return static_cast<T>(x);
-}
 
 // Reads element k of a dense array as the accumulation type; passed to the
 // shared sums, which know nothing about half types.

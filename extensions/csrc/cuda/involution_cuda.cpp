@@ -20,25 +20,13 @@
 #include <array>
 #include <tuple>
 
+#include "cuda_types.h"
 #include "../involution_common.h"
 #include "involution_kernels.h"
 
 namespace extending_pytorch {
 namespace {
 
-// torch's 16-bit types and CUDA's have the same bits: map one to the other.
-template <typename T>
-struct CudaType {
-  using type = T;
-};
-template <>
-struct CudaType<at::Half> {
-  using type = __half;
-};
-template <>
-struct CudaType<at::BFloat16> {
-  using type = __nv_bfloat16;
-};
 
 template <typename scalar_t>
 const typename CudaType<scalar_t>::type* in_ptr(const at::Tensor& t) {

@@ -15,7 +15,7 @@
 namespace extending_pytorch {
 namespace cuda {
 
-// More blocks than any GPU runs at once (an H100 has 132 multiprocessors), and
+// More blocks than any GPU runs at once (an H100 SXM has 132 multiprocessors), and
 // far below gridDim.x's limit of 2^31 - 1. A larger batch does not need more:
 // each warp then takes every (blocks * rows_per_block)-th row.
 constexpr int64_t kMaxBlocks = int64_t{1} << 20;

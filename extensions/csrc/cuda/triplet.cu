@@ -9,12 +9,10 @@
 // butterfly of warp shuffles then gives every lane the row's two squared
 // distances. The grid has at most kMaxBlocks blocks (launch_config.h); each
 // warp loops over rows a grid apart, so any batch size fits one launch.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include <cstdint>
 #include <type_traits>
 
+#include "accumulate.h"
 #include "launch_config.h"
 #include "triplet_kernels.h"
 
@@ -26,36 +24,6 @@ constexpr int kWarpSize = 32;
 constexpr int kWarpsPerBlock = 8;
 constexpr int kThreadsPerBlock = kWarpSize * kWarpsPerBlock;
 
-// The type sums are kept in: float for float, half and bfloat16.
-template <typename T>
-struct Acc {
-  using type = float;
-};
-template <>
-struct Acc<double> {
-  using type = double;
-};
-
-// Explicit conversions: torch builds with the implicit half conversions disabled.
-__device__ __forceinline__ float to_acc(float x) { return x; }
-__device__ __forceinline__ double to_acc(double x) { return x; }
-__device__ __forceinline__ float to_acc(__half x) { return __half2float(x); }
-__device__ __forceinline__ float to_acc(__nv_bfloat16 x) { return __bfloat162float(x); }
-
-template <typename T>
-__device__ __forceinline__ T from_acc(float x);
-template <>
-__device__ __forceinline__ float from_acc<float>(float x) { return x; }
-template <>
-__device__ __forceinline__ __half from_acc<__half>(float x) { return __float2half(x); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_acc<__nv_bfloat16>(float x) {
-  return __float2bfloat16(x);
-}
-template <typename T>
-__device__ __forceinline__ T from_acc(double x) {
-  return static_cast<T>(x);
-}
 
 // Sum over the 32 lanes of a warp; every lane receives the total.
 template <typename acc_t>

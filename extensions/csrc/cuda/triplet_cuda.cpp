@@ -12,25 +12,13 @@
 #include <string_view>
 #include <tuple>
 
+#include "cuda_types.h"
 #include "../triplet_common.h"
 #include "triplet_kernels.h"
 
 namespace extending_pytorch {
 namespace {
 
-// torch's 16-bit types and CUDA's have the same bits: map one to the other.
-template <typename T>
-struct CudaType {
-  using type = T;
-};
-template <>
-struct CudaType<at::Half> {
-  using type = __half;
-};
-template <>
-struct CudaType<at::BFloat16> {
-  using type = __nv_bfloat16;
-};
 
 cuda::Layout layout(const at::Tensor& t) { return {t.stride(0), t.stride(1)}; }
 
