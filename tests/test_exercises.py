@@ -17,7 +17,7 @@ from torch.autograd.gradcheck import GradcheckError
 from conftest import cell_source, chapter_notebooks, load_notebook
 
 # Chapters whose exercises must each name a wrong answer here (the others are added as they adopt the form).
-COVERED = ("01_", "02_", "03_", "05_", "06_", "07_", "90_")
+COVERED = ("01_", "02_", "03_", "04_", "05_", "06_", "07_", "90_")
 
 # (notebook stem, exercise) -> [(what is wrong, source defining the answer's name, exception, message regex)]
 WRONG_ANSWERS = {
@@ -49,6 +49,15 @@ WRONG_ANSWERS = {
             AssertionError,
             r"push fraction is off",
         ),
+        (
+            "returns 0-d tensors instead of Python floats (no .item())",
+            "def active_fractions(anchor, positive, negative, t1, t2):\n"
+            "    d_ap = ep.squared_distance(anchor, positive)\n"
+            "    d_an = ep.squared_distance(anchor, negative)\n"
+            "    return (d_ap - d_an >= t1).float().mean(), (d_ap >= t2).float().mean()\n",
+            AssertionError,
+            r"return two Python floats \(\.item\(\)\), got Tensor and Tensor",
+        ),
     ],
     ("01_custom_loss", 3): [
         (
@@ -75,6 +84,21 @@ WRONG_ANSWERS = {
             "        return grad / (torch.exp(w) * (1 + w))\n",
             AssertionError,
             r"float32 input gave torch\.float64",
+        ),
+        (
+            "saves the input and calls scipy again in backward (right gradient, output not saved)",
+            "class LambertW(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        ctx.save_for_backward(x)\n"
+            "        return numpy_ops.from_numpy(scipy.special.lambertw(numpy_ops.to_numpy(x)).real, like=x)\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        (x,) = ctx.saved_tensors\n"
+            "        w = numpy_ops.from_numpy(scipy.special.lambertw(numpy_ops.to_numpy(x)).real, like=x)\n"
+            "        return grad / (torch.exp(w) * (1 + w))\n",
+            AssertionError,
+            r"save the output w with ctx\.save_for_backward, not x",
         ),
     ],
     ("02_numpy_scipy_function", 2): [
@@ -183,6 +207,65 @@ WRONG_ANSWERS = {
             r"vmap",
         ),
     ],
+    ("04_cpp_extension", 1): [
+        (
+            "counts the fused design like the two-pass one (9 B D)",
+            "def minimum_bytes(batch, dim, element_size, design):\n"
+            "    numbers = {\"forward\": 3, \"two-pass\": 9, \"fused\": 9}[design] * batch * dim\n"
+            "    return numbers * element_size\n",
+            AssertionError,
+            r"fused",
+        ),
+    ],
+    ("04_cpp_extension", 2): [
+        (
+            "never trains: returns the two starting weights",
+            "def train_twice(steps=20):\n"
+            "    finals = []\n"
+            "    for _ in range(2):\n"
+            "        torch.manual_seed(0)\n"
+            "        finals.append(torch.nn.Linear(16, 4).weight.detach())\n"
+            "    return finals\n",
+            AssertionError,
+            r"did it train\?",
+        ),
+    ],
+    ("04_cpp_extension", 3): [
+        (
+            "returns the first row's gradient instead of the sum over rows",
+            "def prototype_gradient(anchor, prototype, negative, t1=-1.0, t2=0.5, beta=0.5):\n"
+            "    positive = prototype.expand_as(anchor)\n"
+            "    d_ap = ep.squared_distance(anchor, positive)\n"
+            "    d_an = ep.squared_distance(anchor, negative)\n"
+            "    push = (d_ap - d_an >= t1).to(anchor.dtype)\n"
+            "    pull = (d_ap >= t2).to(anchor.dtype)\n"
+            "    g = 1.0 / anchor.shape[0]\n"
+            "    per_row = -2 * g * (push + beta * pull)[:, None] * (anchor - positive)\n"
+            "    return per_row[:1]\n",
+            AssertionError,
+            r"not close",
+        ),
+    ],
+    ("04_cpp_extension", 4): [
+        (
+            "says grad_in_forward always moves 6 B D (ignores the scaling)",
+            "def numbers_moved(design, backward, grad_output_is_one=True):\n"
+            "    if design == \"two-pass\":\n"
+            "        return 9 if backward else 3\n"
+            "    return 6\n",
+            AssertionError,
+            r"scaling reads and writes the three saved gradients",
+        ),
+        (
+            "says a forward without backward costs 3 B D under grad_in_forward",
+            "def numbers_moved(design, backward, grad_output_is_one=True):\n"
+            "    if design == \"two-pass\" or not backward:\n"
+            "        return 9 if backward else 3\n"
+            "    return 6 if grad_output_is_one else 12\n",
+            AssertionError,
+            r"the forward still writes three gradients",
+        ),
+    ],
     ("05_cuda_kernel", 1): [
         (
             "no cap on the grid (2^37 blocks for 2^40 rows, past gridDim.x's limit)",
@@ -248,6 +331,51 @@ WRONG_ANSWERS = {
             "    return out\n",
             AssertionError,
             r"read past the end of a row",
+        ),
+        (
+            "one block as wide as the row (next_power_of_2(dim)), no loop",
+            "@triton.jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    row = tl.program_id(0).to(tl.int64)\n"
+            "    cols = tl.arange(0, BLOCK)\n"
+            "    mask = cols < dim\n"
+            "    x = tl.load(x_ptr + row * row_stride + cols.to(tl.int64) * col_stride, mask=mask, other=0.0)\n"
+            "    tl.store(out_ptr + row, tl.sum(x * x, axis=0))\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](\n"
+            "        x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=triton.next_power_of_2(x.shape[1])\n"
+            "    )\n"
+            "    return out\n",
+            AssertionError,
+            r"launched with BLOCK=64: loop over the row 16 columns at a time",
+        ),
+        (
+            "plain torch, no kernel",
+            "def squared_norms(x):\n    return x.pow(2).sum(1)\n",
+            AssertionError,
+            r"no Triton kernel was launched",
+        ),
+        (
+            "copies the view with .contiguous() and ignores col_stride",
+            "@triton.jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    row = tl.program_id(0).to(tl.int64)\n"
+            "    total = tl.zeros([BLOCK], dtype=tl.float32)\n"
+            "    for start in range(0, dim, BLOCK):\n"
+            "        cols = start + tl.arange(0, BLOCK)\n"
+            "        x = tl.load(x_ptr + row * row_stride + cols, mask=cols < dim, other=0.0)\n"
+            "        total += x * x\n"
+            "    tl.store(out_ptr + row, tl.sum(total, axis=0))\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    x = x.contiguous()\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
+            "    return out\n",
+            AssertionError,
+            r"the kernel received a copy of the view",
         ),
     ],
     ("06_triton_kernel", 2): [

@@ -1,8 +1,10 @@
 """Chapter 7: the involution operator, checked against its plain-torch reference.
 
 Each test names the bug it catches. The CPU kernels run the per-element sums
-of csrc/involution_math.h, the code the CUDA threads run, so these tests also
-check the GPU's arithmetic; the `_cuda` tests run the kernels where a GPU is.
+of csrc/involution_math.h, which the CUDA kernels include too, so the CPU tests
+also check that index arithmetic; the launch, the grid-stride loops, the
+half-precision conversions of accumulate.h and the binding are CUDA-only, and
+the `_cuda` tests check them where a GPU is.
 """
 
 from __future__ import annotations
@@ -147,35 +149,44 @@ def test_realistic_layer_size(dtype):
     assert_matches_reference(x, w, 1, 3, 1, **tol)
 
 
+def _test_half_precision_accumulates_in_float(dtype, device):
+    # Catches sums kept in half precision: 49 taps (forward, grad_input) and
+    # 16 channels (grad_weight) rounded to 11 (8) bits at every addition.
+    # Summed in float, each result is the exact sum of the rounded inputs
+    # rounded once: within one unit in the last place of the half result,
+    # which is the tolerance (rtol = eps). Half accumulation misses it.
+    x, w = make_inputs(2, 32, 2, (12, 12), (7, 7), 1, 3, 1, dtype=torch.float64)
+    go = torch.randn(2, 32, 12, 12, dtype=torch.float64)
+    x, w, go = (t.to(dtype).double() for t in (x, w, go))  # exactly representable
+    tol = dict(rtol=torch.finfo(dtype).eps, atol=1e-3 * torch.finfo(dtype).eps)
+    out = inv.involution(x.to(device, dtype), w.to(device, dtype), 1, 3)
+    assert out.dtype == dtype
+    assert_close(out.cpu().double(), inv.reference_involution(x, w, 1, 3), **tol)
+    xe, we = x.clone().requires_grad_(), w.clone().requires_grad_()
+    exact = torch.autograd.grad(inv.reference_involution(xe, we, 1, 3), (xe, we), go)
+    grads = BACKWARD_OP(
+        *(t.to(device, dtype) for t in (go, x, w)), [1, 1], [3, 3], [1, 1], [True, True]
+    )
+    for grad, expected in zip(grads, exact):
+        assert grad.dtype == dtype
+        assert_close(grad.cpu().double(), expected, **tol)
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_half_precision_accumulates_in_float(dtype):
-    # Catches sums kept in half precision: 49 taps (forward) and 16 channels
-    # (weight gradient) would lose several bits each.
-    x, w = make_inputs(2, 32, 2, (12, 12), (7, 7), 1, 3, 1, dtype=torch.float64)
-    out = inv.involution(x.to(dtype), w.to(dtype), 1, 3)
-    exact = inv.reference_involution(x.to(dtype).double(), w.to(dtype).double(), 1, 3)
-    assert out.dtype == dtype
-    assert_close(out.double(), exact, rtol=2e-2, atol=2e-2)
-    go = torch.randn_like(exact)
-    grads = BACKWARD_OP(go.to(dtype), x.to(dtype), w.to(dtype), [1, 1], [3, 3], [1, 1], [True, True])
-    xe, we = x.to(dtype).double().requires_grad_(), w.to(dtype).double().requires_grad_()
-    ref = torch.autograd.grad(
-        inv.reference_involution(xe, we, 1, 3), (xe, we), go.to(dtype).double()
-    )
-    for grad, expected in zip(grads, ref):
-        assert grad.dtype == dtype
-        assert_close(grad.double(), expected, rtol=2e-2, atol=5e-2)
+    _test_half_precision_accumulates_in_float(dtype, "cpu")
 
 
-def test_non_contiguous_inputs():
+def _test_non_contiguous_inputs(device):
     # Catches kernels that read a view's storage as if it were dense: a
     # channels-last input, a weight with its two spatial dims transposed, and
     # a sliced input. Gradients are taken w.r.t. the bases, not a copy.
-    base_x = torch.randn(2, 4, 7, 14, dtype=torch.float64, requires_grad=True)
+    options = dict(dtype=torch.float64, device=device)
+    base_x = torch.randn(2, 4, 7, 14, **options, requires_grad=True)
     x = base_x[..., ::2]  # (2, 4, 7, 7), every other column
-    base_w = torch.randn(2, 2, 3, 3, 7, 7, dtype=torch.float64, requires_grad=True)
+    base_w = torch.randn(2, 2, 3, 3, 7, 7, **options, requires_grad=True)
     w = base_w.transpose(4, 5)
-    cl = torch.randn(2, 4, 7, 7, dtype=torch.float64).to(
+    cl = torch.randn(2, 4, 7, 7, **options).to(
         memory_format=torch.channels_last
     ).requires_grad_()
     for inp in (x, cl):
@@ -192,12 +203,16 @@ def test_non_contiguous_inputs():
             assert_close(grad, ref)
 
 
-def test_backward_computes_only_the_gradients_asked_for():
+def test_non_contiguous_inputs():
+    _test_non_contiguous_inputs("cpu")
+
+
+def _test_backward_computes_only_the_gradients_asked_for(device):
     # Catches a backward that ignores output_mask (the role of
     # ctx.needs_input_grad): a gradient not asked for must be None, and the
     # other one still correct.
-    x, w = make_inputs(1, 4, 2, (6, 6), (3, 3), 1, 1, 1)
-    go = torch.randn(1, 4, 6, 6, dtype=torch.float64)
+    x, w = make_inputs(1, 4, 2, (6, 6), (3, 3), 1, 1, 1, device=device)
+    go = torch.randn(1, 4, 6, 6, dtype=torch.float64, device=device)
     both = BACKWARD_OP(go, x, w, [1, 1], [1, 1], [1, 1], [True, True])
     only_input = BACKWARD_OP(go, x, w, [1, 1], [1, 1], [1, 1], [True, False])
     only_weight = BACKWARD_OP(go, x, w, [1, 1], [1, 1], [1, 1], [False, True])
@@ -214,9 +229,61 @@ def test_backward_computes_only_the_gradients_asked_for():
     assert torch.equal(grad_w, both[1])
 
 
+def test_backward_computes_only_the_gradients_asked_for():
+    _test_backward_computes_only_the_gradients_asked_for("cpu")
+
+
+@pytest.mark.parametrize("needs", [(True, False), (False, True), (True, True)])
+def test_autograd_asks_and_saves_only_what_it_needs(monkeypatch, needs):
+    # Catches a _backward that always asks for both gradients ([True, True]),
+    # and a _setup_context that always saves both tensors: the input's
+    # gradient reads only the weight, the weight's only the input.
+    x, w = make_inputs(1, 4, 2, (6, 6), (3, 3), 1, 1, 1)
+    leaves = [t.clone().requires_grad_(need) for t, need in zip((x, w), needs)]
+    masks, saved = [], []
+
+    def recording_backward(*args):
+        masks.append(list(args[-1]))
+        return BACKWARD_OP(*args)
+
+    monkeypatch.setattr(inv, "involution_backward_op", recording_backward)
+
+    def pack(tensor):
+        saved.append(tensor.dim())  # 4: the input, 6: the weight
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = inv.involution(*leaves, 1, 1)
+    wanted = [t for t in leaves if t.requires_grad]
+    grads = torch.autograd.grad(out, wanted, torch.ones_like(out))
+    assert masks == [list(needs)]
+    assert sorted(saved) == sorted(dim for dim, need in ((6, needs[0]), (4, needs[1])) if need)
+    expected = torch.autograd.grad(
+        inv.reference_involution(*leaves, 1, 1), wanted, torch.ones_like(out)
+    )
+    for grad, ref in zip(grads, expected):
+        assert_close(grad, ref)
+
+
+def _test_empty_batch(device):
+    # Catches a launch or a parallel_for over zero elements that fails, and a
+    # backward that returns None or a wrong shape for an empty batch.
+    x, w = make_inputs(0, 4, 2, (5, 5), (3, 3), 1, 1, 1, device=device)
+    x.requires_grad_()
+    w.requires_grad_()
+    out = inv.involution(x, w, 1, 1)
+    assert out.shape == (0, 4, 5, 5)
+    grad_x, grad_w = torch.autograd.grad(out, (x, w), torch.ones_like(out))
+    assert grad_x.shape == x.shape and grad_w.shape == w.shape
+    go = torch.zeros(0, 4, 5, 5, dtype=torch.float64, device=device)
+    for mask in ([True, True], [True, False], [False, True]):
+        grads = BACKWARD_OP(go, x.detach(), w.detach(), [1, 1], [1, 1], [1, 1], mask)
+        for grad, asked, like in zip(grads, mask, (x, w)):
+            assert (grad.shape == like.shape) if asked else grad is None
+
+
 def test_empty_batch():
-    x, w = make_inputs(0, 4, 2, (5, 5), (3, 3), 1, 1, 1)
-    assert inv.involution(x, w, 1, 1).shape == (0, 4, 5, 5)
+    _test_empty_batch("cpu")
 
 
 # ---- What autograd and torch.compile see ----
@@ -286,7 +353,23 @@ X, W = make_inputs(2, 4, 2, (6, 6), (3, 3), 1, 1, 1, dtype=torch.float32)
         ),
         (
             (X.long(), W, [1, 1], [1, 1], [1, 1]),
-            "input must have a floating-point dtype, got Long",
+            "input must have a floating-point dtype (float32, float64, float16 or "
+            "bfloat16), got Long",
+        ),
+        (
+            # float8 passes at::isFloatingType, but no kernel is built for it.
+            (X.to(torch.float8_e4m3fn), W.to(torch.float8_e4m3fn), [1, 1], [1, 1], [1, 1]),
+            "input must have a floating-point dtype (float32, float64, float16 or "
+            "bfloat16), got Float8_e4m3fn",
+        ),
+        (
+            # in + 2 pad - dilation (kernel - 1) - 1 would overflow int64.
+            (X, W, [1, 1], [1, 1], [2**62, 1]),
+            "dilation must be at most 2147483647, got [4611686018427387904, 1]",
+        ),
+        (
+            (X, W, [1, 1], [2**40, 1], [1, 1]),
+            "padding must be at most 2147483647, got [1099511627776, 1]",
         ),
         (
             (X, W.double(), [1, 1], [1, 1], [1, 1]),
@@ -362,6 +445,40 @@ def test_backward_checks(grad_output, message):
         RuntimeError, match=re.escape(f"involution_backward: {message}")
     ):
         BACKWARD_OP(grad_output, X, W, [1, 1], [1, 1], [1, 1], [True, True])
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            (X, W, [2, 1], [1, 1], [1, 1]),
+            "weight must have shape [2, 2, 3, 3, 3, 6] for this input, stride, "
+            "padding and dilation (output 3x6), got [2, 2, 3, 3, 6, 6]",
+        ),
+        (
+            (X, torch.zeros(2, 3, 3, 3, 6, 6), [1, 1], [1, 1], [1, 1]),
+            "the number of groups (weight dim 1, 3) must be positive and divide "
+            "the channels of input (4)",
+        ),
+        ((X[0], W, [1, 1], [1, 1], [1, 1]), "input must be 4-D"),
+        ((X, W.double(), [1, 1], [1, 1], [1, 1]), "weight must have the dtype of input (Float), got Double"),
+    ],
+)
+def test_fake_implementation_refuses_what_the_kernel_refuses(args, message):
+    # Catches a fake that checks only the number of dims: torch.compile
+    # traces with fake tensors, and would accept a shape the kernel refuses.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode() as mode:
+        fakes = [mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args]
+        with pytest.raises(RuntimeError, match=re.escape(f"involution: {message}")):
+            OP(*fakes)
+        go = mode.from_tensor(torch.zeros(2, 4, 6, 6))
+        with pytest.raises(RuntimeError, match=re.escape(f"involution_backward: {message}")):
+            BACKWARD_OP(go, *fakes, [True, True])
+        bad_go = mode.from_tensor(torch.zeros(2, 4, 5, 6))
+        with pytest.raises(RuntimeError, match=re.escape("grad_output must have the output's shape")):
+            BACKWARD_OP(bad_go, *(mode.from_tensor(a) for a in (X, W)), [1, 1], [1, 1], [1, 1], [True, True])
 
 
 @requires_cuda
@@ -528,8 +645,19 @@ def test_gradcheck_opcheck_and_compile_cuda():
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_half_precision_cuda(dtype):
-    x, w = make_inputs(2, 32, 2, (12, 12), (7, 7), 1, 3, 1)
-    out = inv.involution(x.to("cuda", dtype), w.to("cuda", dtype), 1, 3)
-    exact = inv.reference_involution(x.to(dtype).double(), w.to(dtype).double(), 1, 3)
-    assert out.dtype == dtype
-    assert_close(out.cpu().double(), exact, rtol=2e-2, atol=2e-2)
+    _test_half_precision_accumulates_in_float(dtype, "cuda")
+
+
+@requires_cuda
+def test_non_contiguous_inputs_cuda():
+    _test_non_contiguous_inputs("cuda")
+
+
+@requires_cuda
+def test_backward_computes_only_the_gradients_asked_for_cuda():
+    _test_backward_computes_only_the_gradients_asked_for("cuda")
+
+
+@requires_cuda
+def test_empty_batch_cuda():
+    _test_empty_batch("cuda")

@@ -5,11 +5,20 @@ which extending_pytorch.triton_ops sets before it imports triton), so every test
 here executes the kernels' indexing, masks, strides and reductions on the CPU.
 The interpreter is slow (a few milliseconds per program), so shapes are small.
 Same style as the C++ operator's tests: `_test_x(device)` behind `test_x_cpu`
-and `test_x_cuda`, the latter skipped without a GPU.
+and `test_x_cuda`. CPU tensors reach these kernels only through the
+interpreter, so `test_x_cpu` is skipped on a machine with a GPU (where
+`test_x_cuda` runs the compiled kernels), and `test_x_cuda` without one. The
+other tests run on DEVICE: the CPU under the interpreter, the GPU otherwise.
+
+What the interpreter cannot check: it runs every tl.* call with numpy, so
+tl.maximum propagates NaN there (np.maximum) although on a GPU its default,
+propagate_nan=NONE, does not. test_kernels_clamp_with_where_not_maximum is
+therefore a source-level guard, labelled as such.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import subprocess
@@ -26,8 +35,15 @@ from extending_pytorch import testing, triton_ops
 HYPER = dict(t1=-1.0, t2=0.5, beta=0.5)
 OP = triton_ops.triplet_hinge_loss_op
 BACKWARD_OP = triton_ops.triplet_hinge_loss_backward_op
+# Where the kernels run: through the interpreter on the CPU, or compiled on the GPU.
+DEVICE = "cpu" if triton_ops.INTERPRETED else "cuda"
 interpreted_only = pytest.mark.skipif(
     not triton_ops.INTERPRETED, reason="about Triton's interpreter"
+)
+requires_interpreter = pytest.mark.skipif(
+    not triton_ops.INTERPRETED,
+    reason="CPU tensors reach Triton kernels only through the interpreter; "
+    "with a GPU, the _cuda twin of this test runs",
 )
 
 
@@ -39,6 +55,7 @@ def test_interpreter_runs_the_kernels_exactly_when_there_is_no_gpu():
 
 
 def _test_values_and_gradients(device):
+    # 16-bit inputs: test_16_bit_values_and_gradients_against_float64.
     for dtype in (torch.float32, torch.float64):
         for inputs in sample_inputs(device, requires_grad=True, dtype=dtype):
             for reduction in ep.REDUCTIONS:
@@ -58,6 +75,7 @@ def _test_values_and_gradients(device):
                     assert_close(grad, ref_grad)
 
 
+@requires_interpreter
 def test_values_and_gradients_cpu():
     _test_values_and_gradients("cpu")
 
@@ -74,7 +92,7 @@ def test_rows_longer_than_one_block(dim):
     assert triton_ops.interpreter_block(dim) <= 64
     generator = torch.Generator().manual_seed(dim)
     inputs = [
-        t.requires_grad_()
+        t.to(DEVICE).requires_grad_()
         for t in torch.randn(
             3, 3, dim, generator=generator, dtype=torch.float64
         ).unbind(0)
@@ -106,6 +124,7 @@ def _test_gradcheck(device):
         )
 
 
+@requires_interpreter
 def test_gradcheck_cpu():
     _test_gradcheck("cpu")
 
@@ -133,15 +152,39 @@ def test_views_are_read_in_place_and_differentiated_through(layout, position):
             11,
             reduction=reduction,
             dtype=torch.float64,
+            device=DEVICE,
             seed=position,
         )
+
+
+@pytest.mark.parametrize("layout", sorted(testing.LAYOUTS))
+def test_views_reach_the_kernels_as_views(layout):
+    # Catches a wrapper that calls .contiguous() (or clones) before the launch:
+    # the results would still be right, but the kernels would receive a copy,
+    # at another address and with other strides than the caller's view.
+    generator = torch.Generator().manual_seed(0)
+    _, view = testing.make_view(
+        layout, 5, 9, dtype=torch.float64, device=DEVICE, generator=generator
+    )
+    positive, negative = torch.randn(2, 5, 9, dtype=torch.float64, device=DEVICE)
+    with triton_ops.record_launches() as launches:
+        loss = triton_ops.triplet_hinge_loss(view, positive, negative, **HYPER)
+        torch.autograd.grad(loss, view)
+    kernels = {name for name, _ in launches}
+    assert kernels == {"_forward_kernel", "_backward_kernel"}, kernels
+    for _, arguments in launches:
+        assert arguments["a_ptr"].data_ptr() == view.data_ptr()
+        assert (
+            arguments["a_row_stride"],
+            arguments["a_col_stride"],
+        ) == view.stride()
 
 
 def test_no_read_past_the_end_of_a_row():
     # Rows of 17 inside rows of 64 filled with NaN: a load that ignores the
     # mask picks up a NaN and spoils the row's loss and gradients.
-    padded = torch.full((3, 5, 64), float("nan"), dtype=torch.float64)
-    padded[..., :17] = torch.randn(3, 5, 17, dtype=torch.float64)
+    padded = torch.full((3, 5, 64), float("nan"), dtype=torch.float64, device=DEVICE)
+    padded[..., :17] = torch.randn(3, 5, 17, dtype=torch.float64, device=DEVICE)
     inputs = [t[:, :17].requires_grad_() for t in padded.unbind(0)]
     actual = triton_ops.triplet_hinge_loss(*inputs, **HYPER, reduction="none")
     expected = ep.reference_triplet_hinge_loss(
@@ -161,7 +204,7 @@ def test_gradient_of_a_scalar_upstream_gradient_that_is_expanded():
     # loss.sum() of reduction="none" sends back ones with stride 0.
     inputs = [
         t.requires_grad_()
-        for t in torch.randn(3, 7, 5, dtype=torch.float64).unbind(0)
+        for t in torch.randn(3, 7, 5, dtype=torch.float64, device=DEVICE).unbind(0)
     ]
     grads = torch.autograd.grad(
         triton_ops.triplet_hinge_loss(*inputs, **HYPER, reduction="none").sum(),
@@ -183,9 +226,9 @@ def test_gradient_of_a_scalar_upstream_gradient_that_is_expanded():
 def test_subgradient_at_the_clamp_boundaries_is_torch_clamps():
     # Row 0: d_ap = 0.25 = t2 exactly; row 1: d_ap - d_an = -1 = t1 exactly
     # (all exact in binary). torch.clamp passes the gradient through there.
-    anchor = torch.zeros(2, 2, dtype=torch.float64, requires_grad=True)
-    positive = torch.tensor([[0.5, 0.0], [0.5, 0.0]], dtype=torch.float64)
-    negative = torch.tensor([[4.0, 0.0], [1.0, 0.5]], dtype=torch.float64)
+    anchor = torch.zeros(2, 2, dtype=torch.float64, device=DEVICE, requires_grad=True)
+    positive = torch.tensor([[0.5, 0.0], [0.5, 0.0]], dtype=torch.float64, device=DEVICE)
+    negative = torch.tensor([[4.0, 0.0], [1.0, 0.5]], dtype=torch.float64, device=DEVICE)
     settings = dict(t1=-1.0, t2=0.25, beta=0.5, reduction="sum")
     (grad,) = torch.autograd.grad(
         triton_ops.triplet_hinge_loss(anchor, positive, negative, **settings),
@@ -198,8 +241,69 @@ def test_subgradient_at_the_clamp_boundaries_is_torch_clamps():
     assert_close(grad, ref_grad)
 
 
+def test_hyperparameters_keep_float64_precision():
+    # Triton types a Python float argument as float32. Catches kernels that
+    # take t1, t2 and beta as Python floats: each value below differs from its
+    # float32 rounding by about 2**-40 (beta: 1/3, off by 3e-8 relative), and
+    # each row sits on a boundary that the rounding moves.
+    t1, t2, beta = -1.0 + 2**-40, 0.25 + 2**-40, 1.0 / 3.0
+    assert (torch.tensor([t1, t2, beta]).double() != torch.tensor([t1, t2, beta], dtype=torch.float64)).all()
+    # Row 0: d_ap = 0.25 (just below t2, so no pull gradient; float32's t2 =
+    # 0.25 would pass one). Row 1: d_ap - d_an = -1 (just below t1, so no push
+    # gradient). Row 2: d_ap = 1 (pull active: beta multiplies it).
+    anchor = torch.zeros(3, 2, dtype=torch.float64, device=DEVICE, requires_grad=True)
+    positive = torch.tensor([[0.5, 0.0], [0.5, 0.0], [1.0, 0.0]], dtype=torch.float64, device=DEVICE)
+    negative = torch.tensor([[4.0, 0.0], [1.0, 0.5], [4.0, 0.0]], dtype=torch.float64, device=DEVICE)
+    settings = dict(t1=t1, t2=t2, beta=beta, reduction="none")
+    actual = triton_ops.triplet_hinge_loss(anchor, positive, negative, **settings)
+    expected = ep.reference_triplet_hinge_loss(anchor, positive, negative, **settings)
+    # The inputs are exact in binary: only t1, t2 and beta are rounded, and
+    # by far more than these tolerances.
+    assert_close(actual, expected, rtol=1e-14, atol=0.0)
+    weights = torch.tensor([1.0, 1.0, 1.0], dtype=torch.float64, device=DEVICE)
+    (grad,) = torch.autograd.grad(actual, anchor, weights)
+    (ref_grad,) = torch.autograd.grad(expected, anchor, weights)
+    assert_close(grad, ref_grad, rtol=1e-14, atol=0.0)
+    # And through the mean, whose 1 / batch scaling is float64 too.
+    mean = dict(settings, reduction="mean")
+    (grad,) = torch.autograd.grad(triton_ops.triplet_hinge_loss(anchor, positive, negative, **mean), anchor)
+    (ref_grad,) = torch.autograd.grad(ep.reference_triplet_hinge_loss(anchor, positive, negative, **mean), anchor)
+    assert_close(grad, ref_grad, rtol=1e-14, atol=0.0)
+
+
+def test_offsets_are_64_bit():
+    # Catches row * row_stride computed in 32 bits. Row 2 of this fp16 input
+    # starts 2 * (2**31 - 8) = 2**32 - 16 elements in: in int32 that wraps to
+    # -16, and a kernel would read the 16 NaNs placed just before row 0. The
+    # buffer is 8 GiB of address space, but only the pages written here are
+    # ever touched (the CPU allocator maps memory lazily).
+    stride = 2**31 - 8  # below 2**31: Triton passes it as an int32
+    dim = 5
+    try:
+        buffer = torch.empty(2 * stride + 64 + dim, dtype=torch.float16, device=DEVICE)
+    except (RuntimeError, MemoryError) as error:  # no 8 GiB of address space
+        pytest.skip(f"cannot reserve 8 GiB of address space: {error}")
+    buffer[:64] = float("nan")
+    anchor = buffer[64:].as_strided((3, dim), (stride, 1))
+    for row in range(3):
+        anchor[row] = torch.arange(dim) * 0.25 + row
+    positive = torch.zeros(3, dim, dtype=torch.float16, device=DEVICE)
+    negative = torch.ones(3, dim, dtype=torch.float16, device=DEVICE)
+    actual = OP(anchor, positive, negative, -1.0, 0.5, 0.5, "none")
+    # The 16-bit inputs are exact in float32, the reference's dtype here.
+    wide = [t.float() for t in (anchor, positive, negative)]
+    expected = ep.reference_triplet_hinge_loss(*wide, **HYPER, reduction="none")
+    assert_close(actual.float(), expected, rtol=1e-3, atol=0.0)
+    grads = BACKWARD_OP(torch.ones(3, dtype=torch.float16, device=DEVICE), anchor, positive, negative, -1.0, 0.5, 0.5, "none")
+    wide = [t.requires_grad_() for t in wide]
+    ref_grads = torch.autograd.grad(ep.reference_triplet_hinge_loss(*wide, **HYPER, reduction="sum"), wide)
+    for grad, ref_grad in zip(grads, ref_grads):
+        assert_close(grad.float(), ref_grad, rtol=1e-3, atol=0.0)
+    del buffer, anchor
+
+
 def test_empty_batch_follows_the_reference():
-    empty = torch.empty(0, 5, requires_grad=True)
+    empty = torch.empty(0, 5, device=DEVICE, requires_grad=True)
     mean = triton_ops.triplet_hinge_loss(empty, empty, empty, **HYPER)
     assert mean.isnan().item()
     total = triton_ops.triplet_hinge_loss(
@@ -216,7 +320,7 @@ def test_empty_batch_follows_the_reference():
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
 def test_nan_and_inf_follow_the_reference(value):
-    a, p, n = torch.randn(3, 4, 5, dtype=torch.float64).unbind(0)
+    a, p, n = torch.randn(3, 4, 5, dtype=torch.float64, device=DEVICE).unbind(0)
     a[1, 2] = value
     p[3, 0] = value
     inputs = [t.requires_grad_() for t in (a, p, n)]
@@ -235,20 +339,50 @@ def test_nan_and_inf_follow_the_reference(value):
             assert_close(grad, ref_grad, equal_nan=True)
 
 
+def test_kernels_clamp_with_where_not_maximum():
+    # A SOURCE-LEVEL GUARD, not a behavioural test: under the interpreter
+    # tl.maximum propagates NaN (numpy's maximum; see the next test), so a
+    # kernel clamping with tl.maximum would pass every test above there, and
+    # lose the NaN only on a GPU, where its default propagate_nan=NONE does.
+    for kernel in (triton_ops._forward_kernel, triton_ops._backward_kernel):
+        source = inspect.getsource(kernel.fn)
+        assert not re.search(r"tl\.(maximum|clamp)\(", source)
+    forward = inspect.getsource(triton_ops._forward_kernel.fn)
+    assert "tl.where(diff < t1, t1, diff)" in forward
+    assert "tl.where(d_ap < t2, t2, d_ap)" in forward
+
+
+@interpreted_only
+def test_interpreter_cannot_tell_maximum_from_where():
+    # Why the guard above is a source check. If a Triton release makes the
+    # interpreter honour propagate_nan, this fails: replace the guard by a
+    # test of NaN inputs run through a kernel that uses tl.maximum.
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def clamp_below(x_ptr, out_ptr):
+        tl.store(out_ptr, tl.maximum(tl.load(x_ptr), 0.0))
+
+    out = torch.zeros(1)
+    clamp_below[(1,)](torch.tensor([float("nan")]), out)
+    assert out.isnan().all()
+
+
 @pytest.mark.parametrize(
     "dtype, rtol", [(torch.float16, 2e-3), (torch.bfloat16, 1e-2)]
 )
 def test_half_precision_accumulates_in_float(dtype, rtol):
     # The first block of each row adds 64 (a difference of 8, squared) to every
     # lane's running sum; the 63 blocks after it add 0.01 each. In half
-    # precision 64 + 0.01 rounds back to 64, so those terms (1.5% of the sum)
-    # would vanish. In float32, only the final loss is rounded (half an ulp:
+    # precision 64 + 0.01 rounds back to 64, so those terms (0.63 of each
+    # lane's 64.63, about 0.97% of the sum) would vanish. In float32, only the final loss is rounded (half an ulp:
     # 2.4e-4 for float16, 2e-3 for bfloat16).
     dim = 64 * 64
-    anchor = torch.zeros(2, dim)
-    positive = torch.full((2, dim), 0.1)
+    anchor = torch.zeros(2, dim, device=DEVICE)
+    positive = torch.full((2, dim), 0.1, device=DEVICE)
     positive[:, :64] = 8.0
-    negative = torch.full((2, dim), 0.2)
+    negative = torch.full((2, dim), 0.2, device=DEVICE)
     negative[:, :64] = 9.0
     a, p, n = (t.to(dtype) for t in (anchor, positive, negative))
     actual = triton_ops.triplet_hinge_loss(a, p, n, **HYPER, reduction="none")
@@ -259,13 +393,42 @@ def test_half_precision_accumulates_in_float(dtype, rtol):
     assert_close(actual.float(), expected, rtol=rtol, atol=0.0)
 
 
+@pytest.mark.parametrize(
+    "dtype, tolerance", [(torch.float16, 2e-3), (torch.bfloat16, 1.6e-2)]
+)
+def test_16_bit_values_and_gradients_against_float64(dtype, tolerance):
+    # Values and gradients of 16-bit inputs, views included, against the
+    # reference computed in float64 on the same (rounded) inputs: the only
+    # error left is the final rounding to 16 bits (half an ulp: 4.9e-4 for
+    # float16, 3.9e-3 for bfloat16, and a little more after a subtraction).
+    # Catches zero or missing gradients, a wrong weight or scale, and
+    # gradients computed in the 16-bit dtype throughout.
+    # (Not the expanded layout: its gradient is the sum of six rounded 16-bit
+    # row gradients, and their cancellation can exceed any tolerance that is
+    # relative to the sum. float64 checks it in the tests above.)
+    for layouts in (("contiguous",) * 3, ("column-strided", "misaligned", "transposed")):
+        for reduction in ep.REDUCTIONS:
+            testing.check_against_reference(
+                triton_ops.triplet_hinge_loss,
+                layouts,
+                6,
+                100,
+                reduction=reduction,
+                dtype=dtype,
+                device=DEVICE,
+                reference_dtype=torch.float64,
+                rtol=tolerance,
+                atol=tolerance,
+            )
+
+
 def test_module_matches_chapter_one():
     settings = dict(t1=-0.5, t2=0.1, beta=0.3, reduction="sum")
     module = triton_ops.TritonTripletHingeLoss(**settings)
     assert repr(module) == (
         "TritonTripletHingeLoss(t1=-0.5, t2=0.1, beta=0.3, reduction='sum')"
     )
-    inputs = torch.randn(3, 5, 4).unbind(0)
+    inputs = torch.randn(3, 5, 4, device=DEVICE).unbind(0)
     assert_close(module(*inputs), ep.TripletHingeLoss(**settings)(*inputs))
 
 
@@ -298,6 +461,7 @@ def _test_opcheck(device):
         )
 
 
+@requires_interpreter
 def test_opcheck_cpu():
     _test_opcheck("cpu")
 
@@ -341,8 +505,8 @@ def test_torch_compile_needs_a_gpu_and_says_so():
 
 
 def test_double_backward_is_refused_not_silently_wrong():
-    a = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
-    p, n = torch.randn(2, 3, 4, dtype=torch.float64).unbind(0)
+    a = torch.randn(3, 4, dtype=torch.float64, device=DEVICE, requires_grad=True)
+    p, n = torch.randn(2, 3, 4, dtype=torch.float64, device=DEVICE).unbind(0)
     (grad,) = torch.autograd.grad(
         triton_ops.triplet_hinge_loss(a, p, n, **HYPER), a, create_graph=True
     )
@@ -352,7 +516,7 @@ def test_double_backward_is_refused_not_silently_wrong():
 
 # ---- Every check, with its message ----
 
-GOOD = torch.randn(4, 3)
+GOOD = torch.randn(4, 3, device=DEVICE)
 
 
 @pytest.mark.parametrize(
@@ -425,19 +589,19 @@ def test_python_wrapper_checks_the_settings(settings, message):
     "grad, reduction, error, message",
     [
         (
-            torch.ones(4),
+            torch.ones(4, device=DEVICE),
             "mean",
             ValueError,
             "grad_output must be a scalar for reduction='mean', got shape (4,)",
         ),
         (
-            torch.ones(()),
+            torch.ones((), device=DEVICE),
             "none",
             ValueError,
             "grad_output must have shape (4,) for reduction='none', got ()",
         ),
         (
-            torch.ones((), dtype=torch.float64),
+            torch.ones((), dtype=torch.float64, device=DEVICE),
             "sum",
             TypeError,
             "grad_output must have the dtype of anchor (torch.float32), "
@@ -453,11 +617,12 @@ def test_backward_checks(grad, reduction, error, message):
 def test_compiled_kernels_refuse_cpu_tensors(monkeypatch):
     # With a GPU, Triton compiles the kernels, and they cannot read CPU memory.
     monkeypatch.setattr(triton_ops, "INTERPRETED", False)
+    cpu = torch.randn(4, 3)
     with pytest.raises(
         ValueError,
         match=re.escape("anchor must be on a CUDA device: Triton compiles"),
     ):
-        triton_ops._check_inputs(GOOD, GOOD, GOOD, "mean")
+        triton_ops._check_inputs(cpu, cpu, cpu, "mean")
 
 
 @requires_cuda
@@ -468,7 +633,16 @@ def test_device_mismatch_check_cuda():
             "positive must be on the same device as anchor (cuda:0), got cpu"
         ),
     ):
-        triton_ops.triplet_hinge_loss(GOOD.cuda(), GOOD, GOOD.cuda(), **HYPER)
+        cpu = GOOD.cpu()
+        triton_ops.triplet_hinge_loss(cpu.cuda(), cpu, cpu.cuda(), **HYPER)
+
+
+def test_autotune_key_names_are_kernel_arguments():
+    # triton.autotune drops a key name that is not an argument of the kernel
+    # without a word (a typo like "dimm" would tune once for every dim).
+    for tuned in (triton_ops._forward_tuned, triton_ops._backward_tuned):
+        assert tuned.keys == triton_ops.AUTOTUNE_KEY
+        assert set(tuned.keys) <= set(tuned.arg_names), tuned.keys
 
 
 @interpreted_only

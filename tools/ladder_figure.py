@@ -39,7 +39,7 @@ RUNGS = [
     (
         "04_cpp_extension",
         "a C++ operator",
-        "TORCH_LIBRARY · beats compile",
+        "TORCH_LIBRARY · stable ABI · export",
         "CPU + compiler · Colab",
     ),
     ("05_cuda_kernel", "a CUDA kernel", "same operator on the GPU", "GPU · Colab GPU"),

@@ -6,6 +6,8 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <limits>
+#include <utility>
 
 #include "involution_math.h"
 
@@ -32,8 +34,15 @@ inline InvolutionShape check_involution_inputs(const char* op, const at::Tensor&
   TORCH_CHECK(weight.dim() == 6, op,
               ": weight must be 6-D (batch, groups, kernel_h, kernel_w, out_h, out_w), got ",
               weight.dim(), "-D with shape ", weight.sizes());
-  TORCH_CHECK(at::isFloatingType(input.scalar_type()), op,
-              ": input must have a floating-point dtype, got ", input.scalar_type());
+  // An allowlist, not at::isFloatingType: that also accepts the float8 types,
+  // which the kernels are not instantiated for.
+  const at::ScalarType dtype = input.scalar_type();
+  TORCH_CHECK(dtype == at::kFloat || dtype == at::kDouble || dtype == at::kHalf ||
+                  dtype == at::kBFloat16,
+              op,
+              ": input must have a floating-point dtype (float32, float64, float16 or "
+              "bfloat16), got ",
+              dtype);
   TORCH_CHECK(weight.scalar_type() == input.scalar_type(), op,
               ": weight must have the dtype of input (", input.scalar_type(), "), got ",
               weight.scalar_type());
@@ -43,6 +52,19 @@ inline InvolutionShape check_involution_inputs(const char* op, const at::Tensor&
   check_pair(op, "stride", stride, 1, "positive");
   check_pair(op, "padding", padding, 0, "non-negative");
   check_pair(op, "dilation", dilation, 1, "positive");
+  // Bounds that keep the index arithmetic of involution_math.h, such as
+  // in + 2 pad - dilation (kernel - 1) - 1, far from int64 overflow.
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  for (const auto& [name, values] : {std::pair{"stride", stride}, std::pair{"padding", padding},
+                                     std::pair{"dilation", dilation}}) {
+    TORCH_CHECK(values[0] <= kMax && values[1] <= kMax, op, ": ", name,
+                " must be at most ", kMax, ", got ", values);
+  }
+  for (int64_t d = 2; d < 4; ++d) {
+    TORCH_CHECK(weight.size(d) <= kMax && input.size(d) <= kMax, op,
+                ": kernel and image sizes must be at most ", kMax, ", got weight ",
+                weight.sizes(), " and input ", input.sizes());
+  }
 
   InvolutionShape s{};
   s.batch = input.size(0);

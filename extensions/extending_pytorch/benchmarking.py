@@ -36,8 +36,9 @@ def keep_freed_memory(limit_bytes: int = 1 << 30) -> bool:
 
     glibc starts by serving each allocation above 128 KiB (a tensor of a few
     MiB) with a fresh mmap and unmapping it on free, so every new tensor of
-    that size page-faults on first touch. It raises that threshold after a
-    large block is freed, which usually ends the cost, but not always: it
+    that size page-faults on first touch. It raises that threshold (up to
+    32 MiB) after a large block is freed, which usually ends the cost, but
+    not always: it
     depends on the history and memory layout of the process. In a loop of
     tensor ops the faults can cost more than the ops themselves. Setting the
     mmap and trim thresholds to `limit_bytes` makes freed memory reusable in
@@ -45,8 +46,12 @@ def keep_freed_memory(limit_bytes: int = 1 << 30) -> bool:
 
     Returns True when the setting was applied (Linux with glibc), else False.
     """
-    # glibc caps the mmap threshold (at 32 MiB on 64-bit Linux): fall back to
-    # that cap. The trim threshold has no cap.
+    # glibc's own adjustment never raises the mmap threshold above
+    # DEFAULT_MMAP_THRESHOLD_MAX (32 MiB on 64-bit systems). mallopt may set
+    # it higher on current glibc (2.36 accepts 1 GiB), but `man 3 mallopt`
+    # documents 32 MiB as the upper limit, and a glibc that enforces it
+    # refuses a larger value: then fall back to 32 MiB. The trim threshold
+    # has no such limit.
     return any(
         _set_malloc_thresholds(limit, 2 * limit_bytes)
         for limit in (limit_bytes, 32 << 20)
@@ -108,8 +113,8 @@ def timed(
     torch may use while timing (one by default, as in torch.utils.benchmark).
     The `warmup` runs come first and are
     discarded: the first calls at a new size pay for growing the heap,
-    touching fresh pages and lazy initialisation, and at large sizes they
-    can take ten times longer than the steady state. Returns a
+    touching fresh pages and lazy initialisation, which is not the cost
+    being measured. Returns a
     `torch.utils.benchmark.Measurement` (use `.median`, in seconds).
     """
     from torch.utils import benchmark

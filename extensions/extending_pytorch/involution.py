@@ -135,17 +135,116 @@ def reference_involution(
 # ---- The operator: fake implementations and autograd -----------------------
 
 
+_DTYPE_NAMES = {  # as C++ prints them, for messages identical to the kernels'
+    torch.float32: "Float",
+    torch.float64: "Double",
+    torch.float16: "Half",
+    torch.bfloat16: "BFloat16",
+}
+
+
+def _check_shapes(op, input, weight, stride, padding, dilation):
+    """The shape checks of csrc/involution_common.h, for fake tensors.
+
+    Under torch.compile the kernels do not run while tracing, so a wrong
+    shape must be refused here, with the message the C++ check gives.
+    """
+
+    def fail(message):
+        return lambda: f"{op}: {message}"
+
+    torch._check(
+        input.dim() == 4,
+        fail(
+            "input must be 4-D (batch, channels, height, width), got "
+            f"{input.dim()}-D with shape {list(input.shape)}"
+        ),
+    )
+    torch._check(
+        weight.dim() == 6,
+        fail(
+            "weight must be 6-D (batch, groups, kernel_h, kernel_w, out_h, out_w), "
+            f"got {weight.dim()}-D with shape {list(weight.shape)}"
+        ),
+    )
+    torch._check(
+        input.dtype in _DTYPE_NAMES,
+        fail(
+            "input must have a floating-point dtype (float32, float64, float16 or "
+            f"bfloat16), got {input.dtype}"
+        ),
+    )
+    torch._check(
+        weight.dtype == input.dtype,
+        fail(
+            f"weight must have the dtype of input ({_DTYPE_NAMES[input.dtype]}), "
+            f"got {_DTYPE_NAMES.get(weight.dtype, weight.dtype)}"
+        ),
+    )
+    batch, channels, height, width = input.shape
+    _, groups, kh, kw = weight.shape[:4]
+    torch._check(
+        weight.shape[0] == batch,
+        fail(
+            f"weight must have the batch size of input ({batch}) in dim 0, "
+            f"got {weight.shape[0]}"
+        ),
+    )
+    torch._check(
+        groups > 0 and channels % groups == 0,
+        fail(
+            f"the number of groups (weight dim 1, {groups}) must be positive and "
+            f"divide the channels of input ({channels})"
+        ),
+    )
+    torch._check(
+        kh > 0 and kw > 0,
+        fail(f"weight must have a kernel of at least 1x1 (dims 2 and 3), got {kh}x{kw}"),
+    )
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    out_h = output_size(height, kh, sh, ph, dh)
+    out_w = output_size(width, kw, sw, pw, dw)
+    torch._check(
+        out_h > 0 and out_w > 0,
+        fail(
+            f"the {kh}x{kw} kernel with dilation {list(dilation)} does not fit in the "
+            f"{height}x{width} input with padding {list(padding)}: the output would be empty"
+        ),
+    )
+    expected = [batch, groups, kh, kw, out_h, out_w]
+    torch._check(
+        weight.shape[4] == out_h and weight.shape[5] == out_w,
+        fail(
+            f"weight must have shape {expected} for this input, stride, padding and "
+            f"dilation (output {out_h}x{out_w}), got {list(weight.shape)}"
+        ),
+    )
+    return batch, channels, out_h, out_w
+
+
 @torch.library.register_fake("extending_pytorch::involution")
 def _(input, weight, stride=(1, 1), padding=(0, 0), dilation=(1, 1)):
-    # Shapes only; the C++ checks run on real tensors.
-    torch._check(input.dim() == 4, lambda: "input must be 4-D")
-    torch._check(weight.dim() == 6, lambda: "weight must be 6-D")
-    batch, channels = input.shape[:2]
+    # Shapes only, but checked as the kernels check them: a compiled call
+    # with a wrong shape fails while tracing, with the same message.
+    batch, channels, _, _ = _check_shapes(
+        "involution", input, weight, stride, padding, dilation
+    )
     return input.new_empty(batch, channels, weight.shape[4], weight.shape[5])
 
 
 @torch.library.register_fake("extending_pytorch::involution_backward")
 def _(grad_output, input, weight, stride, padding, dilation, output_mask):
+    op = "involution_backward"
+    batch, channels, out_h, out_w = _check_shapes(
+        op, input, weight, stride, padding, dilation
+    )
+    expected = [batch, channels, out_h, out_w]
+    torch._check(
+        grad_output.dim() == 4
+        and all(a == b for a, b in zip(grad_output.shape, expected)),
+        lambda: f"{op}: grad_output must have the output's shape {expected}, "
+        f"got {list(grad_output.shape)}",
+    )
     return (
         input.new_empty(input.shape) if output_mask[0] else None,
         weight.new_empty(weight.shape) if output_mask[1] else None,

@@ -14,6 +14,7 @@ strides and reductions, so the CPU tests check the code the GPU compiles.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import torch
@@ -89,14 +90,16 @@ def _forward_kernel(
     p_col_stride,
     n_row_stride,
     n_col_stride,
-    t1,
-    t2,
-    beta,
+    params_ptr,  # (t1, t2, beta): a tensor of the accumulation dtype
     BLOCK_D: tl.constexpr,
     FP64: tl.constexpr,
 ):
     # One program per row; 64-bit, so that row * stride cannot overflow.
     row = tl.program_id(0).to(tl.int64)
+    # Loaded, not passed as Python floats: those become float32 arguments.
+    t1 = tl.load(params_ptr)
+    t2 = tl.load(params_ptr + 1)
+    beta = tl.load(params_ptr + 2)
     d_ap, d_an = _row_distances(
         a_ptr + row * a_row_stride,
         p_ptr + row * p_row_stride,
@@ -109,8 +112,10 @@ def _forward_kernel(
         FP64,
     )
     diff = d_ap - d_an
-    # max(x, t) written as a comparison, as in triplet_math.h: a NaN distance
-    # gives a NaN loss, as torch.clamp does (tl.maximum may drop the NaN).
+    # max(x, t) written as a comparison, as in triplet_math.h: diff < t1 is
+    # False for a NaN, so a NaN distance gives a NaN loss, as torch.clamp
+    # does. tl.maximum's default (propagate_nan=NONE) compiles to a max that
+    # returns the other operand when one is NaN.
     push = tl.where(diff < t1, t1, diff)
     pull = tl.where(d_ap < t2, t2, d_ap)
     tl.store(out_ptr + row, push + beta * pull)
@@ -133,13 +138,14 @@ def _backward_kernel(
     p_col_stride,
     n_row_stride,
     n_col_stride,
-    t1,
-    t2,
-    beta,
+    params_ptr,  # (t1, t2, beta), as in the forward kernel
     BLOCK_D: tl.constexpr,
     FP64: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
+    t1 = tl.load(params_ptr)
+    t2 = tl.load(params_ptr + 1)
+    beta = tl.load(params_ptr + 2)
     a_row = a_ptr + row * a_row_stride
     p_row = p_ptr + row * p_row_stride
     n_row = n_ptr + row * n_row_stride
@@ -191,17 +197,25 @@ if INTERPRETED and not isinstance(tl.sum, InterpretedFunction):
     )
 
 # On a GPU, triton.autotune times each configuration the first time it sees a
-# new `dim`, and keeps the fastest: how many columns a program takes at once
-# and how many warps share them. The interpreter would time numpy, so it gets
-# one fixed block size instead.
+# new key, and keeps the fastest: how many columns a program takes at once and
+# how many warps (32 threads each) share them. The key is `dim` plus, always,
+# the dtype of every tensor argument. A key name that is not an argument is
+# dropped without a word, so the tests check these names. Autotuning needs a
+# GPU to time on (without one it raises "0 active drivers"), so the
+# interpreter gets one fixed block size instead.
 _CONFIGS = [
     triton.Config({"BLOCK_D": block}, num_warps=warps)
     for block in (128, 256, 512, 1024)
     for warps in (1, 2, 4, 8)
-    if block >= 32 * warps  # at least one element per thread
+    # The block's BLOCK_D elements are spread over num_warps * 32 threads; a
+    # smaller block would leave threads without an element.
+    if block >= 32 * warps
 ]
-_forward_tuned = triton.autotune(configs=_CONFIGS, key=["dim"])(_forward_kernel)
-_backward_tuned = triton.autotune(configs=_CONFIGS, key=["dim"])(
+AUTOTUNE_KEY = ["dim"]
+_forward_tuned = triton.autotune(configs=_CONFIGS, key=AUTOTUNE_KEY)(
+    _forward_kernel
+)
+_backward_tuned = triton.autotune(configs=_CONFIGS, key=AUTOTUNE_KEY)(
     _backward_kernel
 )
 
@@ -224,6 +238,35 @@ def wrap_triton(kernel):
     if INTERPRETED:
         return kernel
     return torch.library.wrap_triton(kernel)
+
+
+@contextlib.contextmanager
+def record_launches():
+    """Record every Triton kernel launch made inside the `with` block.
+
+    Yields a list that fills with one (kernel name, {argument: value}) pair per
+    launch: the tensors themselves (so a test can see that a view reached the
+    kernel as the view, not a copy), the scalars, and the constexprs. A spy
+    for tests and exercise checks: it wraps the `run` method that every
+    launch goes through (InterpretedFunction's under the interpreter,
+    JITFunction's on a GPU, where the autotuner's trial runs are recorded too).
+    """
+    launches = []
+    kind = InterpretedFunction if INTERPRETED else triton.JITFunction
+    original = kind.run
+
+    def run(self, *args, grid, warmup, **kwargs):
+        if not warmup:
+            arguments = dict(zip(self.arg_names, args))
+            arguments.update(kwargs)
+            launches.append((self.fn.__name__, arguments))
+        return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+
+    kind.run = run
+    try:
+        yield launches
+    finally:
+        kind.run = original
 
 
 # ---- Checks ----------------------------------------------------------------
@@ -306,6 +349,14 @@ def _block(dim: int) -> dict:
     return dict(BLOCK_D=interpreter_block(dim)) if INTERPRETED else {}
 
 
+def _params(anchor: Tensor, t1: float, t2: float, beta: float) -> Tensor:
+    # Triton types a Python float argument as float32: t2 = 0.5 + 2**-40
+    # would reach a float64 kernel as 0.5. A tensor of the accumulation
+    # dtype (float64 for float64 inputs, float32 otherwise) keeps every bit.
+    dtype = torch.float64 if anchor.dtype == torch.float64 else torch.float32
+    return torch.tensor([t1, t2, beta], dtype=dtype, device=anchor.device)
+
+
 # ---- The operators ---------------------------------------------------------
 
 
@@ -335,9 +386,7 @@ def _triplet_op(
             per_row,
             dim,
             *_layout(anchor, positive, negative),
-            t1,
-            t2,
-            beta,
+            _params(anchor, t1, t2, beta),
             FP64=anchor.dtype == torch.float64,
             **_block(dim),
         )
@@ -372,8 +421,8 @@ def _triplet_backward_op(
     ]
     if batch > 0:
         if reduction == "mean":
-            # Scaled here, in the input's dtype: a Python float would reach
-            # the kernel as a float32 argument, too coarse for float64.
+            # Scaled here, in the input's dtype: 1 / batch as a Python float
+            # would reach the kernel as a float32 argument (see _params).
             grad_output = grad_output / batch
         kernel = _backward_kernel if INTERPRETED else _backward_tuned
         wrap_triton(kernel)[(batch,)](
@@ -385,15 +434,14 @@ def _triplet_backward_op(
             *grads,
             dim,
             *_layout(anchor, positive, negative),
-            t1,
-            t2,
-            beta,
+            _params(anchor, t1, t2, beta),
             FP64=anchor.dtype == torch.float64,
             **_block(dim),
         )
     return grads[0], grads[1], grads[2]
 
 
+# Interpreter only: fake implementations that compute shapes.
 if INTERPRETED:
     # triton_op registers the function itself as its fake implementation:
     # under fake tensors, wrap_triton records the launch instead of running
