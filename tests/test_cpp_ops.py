@@ -290,6 +290,30 @@ def test_layouts_cuda(layout, dim):
     _test_layouts("cuda", layout, dim)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dim", [512, 513])
+def test_streaming_store_path_matches_the_reference(dim, dtype):
+    # The kernels switch to streaming stores above kStreamingThresholdBytes
+    # (8 MiB of gradients); B=3000 crosses it for every case here (18 MiB
+    # and more). D=513 leaves rows that start unaligned, so the aligned
+    # streaming stores and the ordinary ones alternate along a row. Catches
+    # a wrong stream intrinsic or address, a missing sfence, and a remainder
+    # loop that the streaming branch skips; both the backward operator and
+    # grad_in_forward's one-pass operator.
+    batch = 3000
+    assert 3 * batch * dim * dtype.itemsize > 8 << 20
+    generator = torch.Generator().manual_seed(7)
+    x = [torch.randn(batch, dim, generator=generator, dtype=dtype).requires_grad_() for _ in range(3)]
+    with torch.no_grad():
+        d_ap = (x[0] - x[1]).pow(2).sum(1)
+    hyper = dict(t1=0.0, t2=d_ap.median().item(), beta=0.5)  # both branches of each mask
+    expected = torch.autograd.grad(ep.reference_triplet_hinge_loss(*x, **hyper), x)
+    for grad_in_forward in (False, True):
+        loss = ops.triplet_hinge_loss(*x, **hyper, grad_in_forward=grad_in_forward)
+        for got, want in zip(torch.autograd.grad(loss, x), expected):
+            assert_close(got, want)
+
+
 def test_all_inputs_strided_at_once():
     testing.check_against_reference(
         ops.triplet_hinge_loss,

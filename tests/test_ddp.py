@@ -1,11 +1,12 @@
 """Chapter 4's operator inside a DistributedDataParallel training step.
 
 Two processes (gloo backend, this CPU) each take half of a batch; DDP
-averages their gradients during backward. Since the loss is a mean over
-triplets and the halves are equal, the averaged gradients must equal those
-of one process on the whole batch. The operator itself knows nothing of
-processes: what this checks is that its autograd formula composes with
-DDP's gradient hooks (which fire as each parameter's gradient is ready).
+averages their gradients (one all-reduce per gradient bucket) during
+backward. Since the loss is a mean over triplets and the halves are equal,
+the averaged gradients must equal those of one process on the whole batch,
+computed with chapter 1's reference loss. The operator itself knows nothing
+of processes: what this checks is that its autograd formulas, the plain one
+and grad_in_forward's, compose with DDP's gradient hooks.
 """
 
 from __future__ import annotations
@@ -34,10 +35,20 @@ def make_batch():
     return [torch.randn(BATCH, 12, generator=generator) for _ in range(3)]
 
 
-def step(model, anchor, positive, negative):
-    from extending_pytorch.ops import triplet_hinge_loss
+VARIANTS = ("plain", "grad_in_forward")
 
-    loss = triplet_hinge_loss(model(anchor), model(positive), model(negative), **SETTINGS)
+
+def step(model, anchor, positive, negative, variant):
+    from extending_pytorch.ops import triplet_hinge_loss
+    from extending_pytorch.reference import reference_triplet_hinge_loss
+
+    embeddings = (model(anchor), model(positive), model(negative))
+    if variant == "reference":
+        loss = reference_triplet_hinge_loss(*embeddings, **SETTINGS)
+    else:
+        loss = triplet_hinge_loss(
+            *embeddings, **SETTINGS, grad_in_forward=variant == "grad_in_forward"
+        )
     loss.backward()
     return loss.detach()
 
@@ -47,11 +58,14 @@ def worker(rank: int, store: str, out_dir: str) -> None:
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank,
                             world_size=WORLD)
     try:
-        model = torch.nn.parallel.DistributedDataParallel(make_model())
+        results = {}
         shard = slice(rank * BATCH // WORLD, (rank + 1) * BATCH // WORLD)
-        loss = step(model, *(x[shard] for x in make_batch()))
-        grads = {name: p.grad for name, p in model.module.named_parameters()}
-        torch.save({"loss": loss, "grads": grads}, pathlib.Path(out_dir) / f"rank{rank}.pt")
+        for variant in VARIANTS:  # one process group, a fresh model each
+            model = torch.nn.parallel.DistributedDataParallel(make_model())
+            loss = step(model, *(x[shard] for x in make_batch()), variant)
+            grads = {name: p.grad for name, p in model.module.named_parameters()}
+            results[variant] = {"loss": loss, "grads": grads}
+        torch.save(results, pathlib.Path(out_dir) / f"rank{rank}.pt")
     finally:
         dist.destroy_process_group()
 
@@ -72,14 +86,18 @@ def test_ddp_gradients_equal_one_process_on_the_whole_batch(tmp_path):
     # Catches gradients that DDP does not see (an operator whose backward
     # bypassed autograd would leave .grad unset or unsynchronised), a wrong
     # mean scale (per-shard B instead of the whole batch would double them),
-    # and ranks that disagree after the all-reduce.
+    # ranks that disagree after the all-reduce, and (since the expectation
+    # comes from the reference, not from the operator) a wrong operator.
+    # grad_in_forward is included: its saved gradients must reach DDP's
+    # hooks like the plain backward's.
     results = run_ddp(tmp_path)
     model = make_model()
-    whole_loss = step(model, *make_batch())
+    whole_loss = step(model, *make_batch(), "reference")
     expected = dict(model.named_parameters())
-    shard_losses = torch.stack([r["loss"] for r in results])
-    torch.testing.assert_close(shard_losses.mean(), whole_loss)
-    for result in results:
-        assert result["grads"].keys() == expected.keys()
-        for name, grad in result["grads"].items():
-            torch.testing.assert_close(grad, expected[name].grad, msg=name)
+    for variant in VARIANTS:
+        shard_losses = torch.stack([r[variant]["loss"] for r in results])
+        torch.testing.assert_close(shard_losses.mean(), whole_loss, msg=variant)
+        for result in results:
+            assert result[variant]["grads"].keys() == expected.keys()
+            for name, grad in result[variant]["grads"].items():
+                torch.testing.assert_close(grad, expected[name].grad, msg=f"{variant} {name}")

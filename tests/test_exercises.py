@@ -229,6 +229,24 @@ WRONG_ANSWERS = {
             AssertionError,
             r"did it train\?",
         ),
+        (
+            "trains with the reference twice: the C++ operator never runs",
+            "def train_twice(steps=20):\n"
+            "    finals = []\n"
+            "    for criterion in (ep.TripletHingeLoss(-1.0, 0.05, 0.1), ep.TripletHingeLoss(-1.0, 0.05, 0.1)):\n"
+            "        torch.manual_seed(0)\n"
+            "        net = torch.nn.Linear(16, 4)\n"
+            "        optimizer = torch.optim.SGD(net.parameters(), lr=0.05)\n"
+            "        data = torch.randn(steps, 3, 32, 16, generator=torch.Generator().manual_seed(1))\n"
+            "        for batch in data:\n"
+            "            optimizer.zero_grad()\n"
+            "            criterion(*(net(t) for t in batch)).backward()\n"
+            "            optimizer.step()\n"
+            "        finals.append(net.weight.detach())\n"
+            "    return finals\n",
+            AssertionError,
+            r"was the C\+\+ operator used\?",
+        ),
     ],
     ("04_cpp_extension", 3): [
         (
@@ -242,6 +260,19 @@ WRONG_ANSWERS = {
             "    g = 1.0 / anchor.shape[0]\n"
             "    per_row = -2 * g * (push + beta * pull)[:, None] * (anchor - positive)\n"
             "    return per_row[:1]\n",
+            AssertionError,
+            r"not close",
+        ),
+        (
+            "drops the pull mask (as if d_ap >= t2 always held)",
+            "def prototype_gradient(anchor, prototype, negative, t1=-1.0, t2=0.5, beta=0.5):\n"
+            "    positive = prototype.expand_as(anchor)\n"
+            "    d_ap = ep.squared_distance(anchor, positive)\n"
+            "    d_an = ep.squared_distance(anchor, negative)\n"
+            "    push = (d_ap - d_an >= t1).to(anchor.dtype)\n"
+            "    g = 1.0 / anchor.shape[0]\n"
+            "    per_row = -2 * g * (push + beta)[:, None] * (anchor - positive)\n"
+            "    return per_row.sum(dim=0, keepdim=True)\n",
             AssertionError,
             r"not close",
         ),

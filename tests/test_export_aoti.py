@@ -7,10 +7,13 @@ process that imports torch and nothing of the book: the operator's library
 is loaded there with torch.ops.load_library, the package with
 torch._inductor.aoti_load_package.
 
-What travels is the C++: the schema and the CPU kernel, which the compiled
-model calls through the dispatcher. What does not travel is Python: the fake
-implementation is needed only while exporting and compiling, and the
-autograd formula not at all, since the package is an inference artifact.
+The package does not contain the operator: its generated wrapper refers to
+it by name (a proxy-executor call, listed in the package's wrapper .json),
+and the process that runs the package must load the operator's library
+first; without it, loading the package fails with a clear error. What does
+not travel at all is Python: the fake implementation is needed only while
+exporting and compiling, and the autograd formula not at all, since the
+package is an inference artifact.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import pathlib
 import subprocess
 import sys
 import textwrap
+import zipfile
 
 import pytest
 import torch
@@ -111,3 +115,39 @@ def test_package_runs_in_a_fresh_process(package, tmp_path):
             expected = reference_triplet_hinge_loss(*embed, reduction="none", **SETTINGS)
             torch.testing.assert_close(out[name], expected)
             assert out[name + "_requires_grad"] is False
+
+
+def test_package_refers_to_the_operator_by_name_only(package):
+    # Catches a claim that the .pt2 carries the kernel: the operator appears
+    # only as a name in the wrapper's proxy-executor description (.json), and
+    # no file of the package is the operator's library.
+    _, _, path = package
+    with zipfile.ZipFile(path) as archive:
+        names = archive.namelist()
+        descriptions = [
+            json.loads(archive.read(n)) for n in names if n.endswith(".wrapper.json")
+        ]
+    targets = [node["node"]["target"] for d in descriptions for node in d["nodes"]]
+    assert targets == ["extending_pytorch::triplet_hinge_loss"]
+    library_name = pathlib.Path(native.__file__).name
+    assert not any(n.endswith(library_name) for n in names)
+
+
+WITHOUT_LIBRARY = """
+import sys, torch
+torch._inductor.aoti_load_package(sys.argv[1])
+"""
+
+
+def test_package_without_the_operators_library_fails_clearly(package, tmp_path):
+    # Catches the belief that the package is self-contained: a fresh process
+    # that does not call torch.ops.load_library cannot load it, and the error
+    # names the missing operator.
+    _, _, path = package
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(WITHOUT_LIBRARY), str(path)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode != 0
+    assert "Could not find schema for extending_pytorch::triplet_hinge_loss" in result.stderr

@@ -174,7 +174,11 @@ for name, call in {
         errors[name] = None
     except Exception as error:
         errors[name] = str(error)
-torch.save({"results": results, "errors": errors}, "results.pt")
+low = [a.bfloat16().requires_grad_() for a in (a, a + 1, a - 1)]
+with torch.autocast("cpu", dtype=torch.bfloat16):
+    autocast_loss = eps.triplet_hinge_loss(*low, t1=-1.0, t2=0.0, beta=1.0)
+autocast = {"loss": autocast_loss.dtype, "grad": torch.autograd.grad(autocast_loss, low[0])[0].dtype}
+torch.save({"results": results, "errors": errors, "autocast": autocast}, "results.pt")
 """
 
 
@@ -253,3 +257,34 @@ def test_wheel_refuses_bad_input_clearly(probe, name, message):
     _, out = probe
     assert out["errors"][name] is not None, f"{name} was accepted"
     assert message in out["errors"][name]
+
+
+def test_wheel_computes_in_float32_under_autocast(probe):
+    # Catches the stable package without its autocast rule: under
+    # torch.autocast(bfloat16) it would compute the loss in bfloat16.
+    _, out = probe
+    assert out["autocast"] == {"loss": torch.float32, "grad": torch.bfloat16}
+
+
+def syntax_check(target, *defines):
+    from torch.utils.cpp_extension import include_paths
+
+    probe_source = pathlib.Path(__file__).parents[1] / "extensions/csrc/stable/target_version_probe.cpp"
+    major, minor = target
+    version = f"0x{major << 56 | minor << 48:016x}"
+    command = ["c++", "-fsyntax-only", "-std=c++17", f"-DTORCH_TARGET_VERSION={version}",
+               *defines, *(f"-I{p}" for p in include_paths()), str(probe_source)]
+    return subprocess.run(command, capture_output=True, text=True)
+
+
+def test_target_version_hides_newer_apis_and_aten():
+    # Catches a TORCH_TARGET_VERSION that does not gate anything (then a
+    # wheel could call a 2.13 function and fail to load on 2.10): the probe
+    # compiles for its own target, an API added in 2.13 is a compile error
+    # below a 2.13 target and compiles at 2.13, and ATen is refused outright.
+    assert syntax_check((2, 10)).returncode == 0
+    newer_at_2_10 = syntax_check((2, 10), "-DPROBE_NEWER_API")
+    assert newer_at_2_10.returncode != 0 and "set_python_module" in newer_at_2_10.stderr
+    assert syntax_check((2, 13), "-DPROBE_NEWER_API").returncode == 0
+    aten = syntax_check((2, 10), "-DPROBE_ATEN")
+    assert aten.returncode != 0 and "should not be included" in aten.stderr

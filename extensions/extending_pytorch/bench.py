@@ -185,7 +185,10 @@ def run(
 
 
 def ratios(records, batch, dim, task="forward+backward", of="cpp") -> dict:
-    """How many times faster `of` is than each implementation, at one size."""
+    """Time ratios (each implementation's time / `of`'s time) at one size.
+
+    A ratio above 1 means `of` is faster; `speed_words` turns one into words.
+    """
     at = {
         r["implementation"]: r
         for r in records
@@ -199,6 +202,17 @@ def ratios(records, batch, dim, task="forward+backward", of="cpp") -> dict:
     }
     result["fraction_of_copy"] = mine["fraction_of_copy"]
     return result
+
+
+def speed_words(time_ratio: float) -> str:
+    """Words for a time ratio (other's time / mine), computed from its value.
+
+    Above 1 mine is faster ("2.00x faster"), below 1 slower ("4.00x slower",
+    never "0.25x faster").
+    """
+    if time_ratio >= 1:
+        return f"{time_ratio:.2f}x faster"
+    return f"{1 / time_ratio:.2f}x slower"
 
 
 def table(records, machine: dict | None = None) -> Table:

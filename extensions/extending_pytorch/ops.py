@@ -176,8 +176,11 @@ def _setup_with_grads_context(ctx, inputs, output):
     # Their incoming gradients are unused; left to the default, autograd would
     # first fill B x D tensors with zeros for them: the very traffic saved here.
     ctx.set_materialize_grads(False)
-    # Saving keeps a reference and copies nothing: the inputs are kept for
-    # double backward only.
+    # Saving keeps a reference and copies nothing. The inputs are kept for
+    # double backward only, and saved unconditionally: whether a backward
+    # will build a graph (create_graph=True) is unknown here. Where an input
+    # is an intermediate that nothing else keeps alive (an embedding layer's
+    # output), this keeps it alive until backward, as the plain operator does.
     ctx.save_for_backward(*grads, anchor, positive, negative)
     ctx.settings = (t1, t2, beta, reduction)
 
@@ -242,20 +245,32 @@ def triplet_hinge_loss(
     Same arguments and results as `reference_triplet_hinge_loss`. The C++
     operator checks the tensors; the hyper-parameters are checked here.
 
-    grad_in_forward=True (CPU only): when a backward can follow (grad mode is
-    on and an input requires gradients), compute the gradients in the forward
-    pass and keep them, instead of the inputs, until backward. Faster for
-    `loss.backward()` on a scalar loss; slower when no backward runs or when
-    grad_output is not 1; holds the gradients in memory in between.
+    grad_in_forward=True: when a backward can follow (grad mode is on and an
+    input requires gradients) and the inputs are CPU tensors, compute the
+    gradients in the forward pass and keep them until backward. It moves
+    fewer bytes only for a backward with grad_output exactly 1 in eager mode
+    (`loss.backward()` on a scalar loss); it moves more when no backward
+    runs, when grad_output is not 1 (loss scaling, `loss / k` for gradient
+    accumulation, reduction="none" followed by `.mean()`) and always under
+    torch.compile, whose backward graph scales. It holds the three gradients
+    in memory between forward and backward, in addition to the inputs, which
+    are saved too (for double backward). Other devices take the plain
+    operator, which has CUDA kernels (chapter 5).
+
+    Aliasing: with grad_output exactly 1, backward returns the saved gradient
+    tensors themselves, not copies. With `retain_graph=True`, two calls of
+    `torch.autograd.grad` return the same tensor object; changing one in
+    place makes the next backward through this graph raise autograd's
+    "modified by an inplace operation" error instead of returning wrong
+    values. (`.backward()` into `.grad` is unaffected: autograd copies a
+    gradient that is still referenced elsewhere before accumulating.)
     """
     t1, t2, beta, reduction = check_hyperparameters(t1, t2, beta, reduction)
     needs_grad = [t.requires_grad for t in (anchor, positive, negative)]
-    if grad_in_forward and torch.is_grad_enabled() and any(needs_grad):
-        if anchor.device.type != "cpu":
-            raise ValueError(
-                "triplet_hinge_loss: grad_in_forward=True is implemented for CPU "
-                f"tensors only, got anchor on {anchor.device}"
-            )
+    # The one-pass kernel is CPU only; on other devices (CUDA, meta) the plain
+    # operator and its two-pass kernels run, with the same results.
+    on_cpu = anchor.device.type == "cpu"
+    if grad_in_forward and on_cpu and torch.is_grad_enabled() and any(needs_grad):
         return triplet_hinge_loss_with_grads_op(
             anchor, positive, negative, t1, t2, beta, reduction, needs_grad
         )[0]

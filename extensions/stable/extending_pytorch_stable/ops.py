@@ -97,3 +97,11 @@ def triplet_hinge_loss(
     if reduction not in _REDUCTIONS:
         raise ValueError(f"reduction must be one of {_REDUCTIONS}, got {reduction!r}")
     return _forward(anchor, positive, negative, t1, t2, beta, reduction)
+
+
+# Autocast: like the ATen operator (and torch's own losses), compute in float32
+# when autocast hands the loss lower-precision embeddings; the squared
+# distances sum D products, which bfloat16 would round to 8 significant bits.
+torch.library.register_autocast(
+    "extending_pytorch_stable::triplet_hinge_loss", "cpu", torch.float32
+)
