@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "accumulate.h"
+#include "launch_config.h"
 #include "involution_kernels.h"
 
 namespace extending_pytorch {
@@ -24,9 +25,6 @@ namespace cuda {
 namespace {
 
 constexpr int kThreadsPerBlock = 256;
-// Enough blocks to fill any current GPU; the grid-stride loop does the rest.
-constexpr int64_t kMaxBlocks = 65536;
-
 
 // Reads element k of a dense array as the accumulation type; passed to the
 // shared sums, which know nothing about half types.
@@ -38,11 +36,14 @@ struct Load {
   }
 };
 
+// One thread per element, in the grid-stride loop of launch_config.h (shared
+// with the triplet kernels, which take a row per warp where these take an
+// element per thread): the first element of each thread, and the step to its next.
 __device__ __forceinline__ int64_t first_index() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  return first_row(blockIdx.x, threadIdx.x, kThreadsPerBlock);
 }
 __device__ __forceinline__ int64_t grid_stride() {
-  return static_cast<int64_t>(gridDim.x) * blockDim.x;
+  return row_step(gridDim.x, kThreadsPerBlock);
 }
 
 template <typename scalar_t>
@@ -89,8 +90,8 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 }
 
 unsigned int blocks_for(int64_t n) {
-  const int64_t blocks = (n + kThreadsPerBlock - 1) / kThreadsPerBlock;
-  return static_cast<unsigned int>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
+  // At most kMaxBlocks (launch_config.h): the cast cannot overflow.
+  return static_cast<unsigned int>(blocks_for_rows(n, kThreadsPerBlock));
 }
 
 }  // namespace
