@@ -11,9 +11,14 @@
 #   make repoint REPO=owner/name [BRANCH=main]   point badges, Colab cells and site at a fork
 #   make check-site  build the site, then check every page in headless Chromium (screenshots in
 #                  _build/screenshots/)
-#   make check-cuda  build, link and load the CUDA extension without a GPU, in .venv-cuda (the CUDA
-#                  build of torch): Colab's CPU runtime simulated, chapters 4 and 5 run there, kernels
-#                  registered, SASS/PTX per architecture listed, the JIT build too (needs nvcc)
+#   make check-cuda  build, link and load the CUDA extension without a GPU (the CUDA build of torch
+#                  in .venv, needs nvcc): Colab's CPU runtime simulated, chapters 4 and 5 run there,
+#                  kernels registered, SASS/PTX per architecture listed, the JIT build too
+#   make emulate   run the CUDA kernels' own sources on the CPU in the SIMT emulator, in every build mode
+#                  (fast; memory: AddressSanitizer + UBSan; races: ThreadSanitizer); fails on any report
+#   make test-oldest  the tests, and every notebook with --nbval-lax (errors, not outputs), on the
+#                  oldest supported torch ($(OLDEST_TORCH), CPU build) in .venv-oldest, from a copy of
+#                  the working tree in .oldest/ (its extensions are built against that torch)
 #
 # PYTHON picks the interpreter that creates .venv: make test PYTHON=python3.12
 
@@ -28,17 +33,30 @@ NOTEBOOKS ?= notebooks
 # Notebooks starting with "_" (the chapter template) are not chapters: nbval skips them.
 NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --ignore-glob=notebooks/_*
 
-# The CUDA build check's environment: the same requirements, but torch from the package index,
-# which on Linux is the CUDA build. pip's --isolated ignores this machine's pip configuration
-# (which may prefer a local CPU wheel of torch); cuobjdump lists the code in the library.
+# The CUDA build check installs the book's package into a simulated Colab runtime, so it runs
+# in an environment of its own: .venv-cuda sees every package of .venv (one line in a .pth
+# file; the CUDA build of torch is not downloaded twice) and holds only what the check adds
+# (cuobjdump, which lists the code in the library, and the package it builds).
 CUDA_VENV := .venv-cuda
 CUDA_STAMP := $(CUDA_VENV)/.installed-requirements
 CUDA_EXTRA := nvidia-cuda-cuobjdump==13.2.51
 
-.PHONY: test book build bench execute clean repoint check-site check-cuda check-python check-compiler
+# The oldest torch the book supports, and the triton that torch's CUDA build requires. Its
+# environment takes every other pin from requirements.txt.
+OLDEST_TORCH := 2.13.0
+OLDEST_TRITON := 3.7.1
+OLDEST_VENV := .venv-oldest
+OLDEST_STAMP := $(OLDEST_VENV)/.installed-requirements
+OLDEST_TREE := .oldest
 
+.PHONY: test test-oldest .venv-oldest book build bench execute emulate clean repoint check-site check-cuda check-python check-compiler
+
+# The emulator's sanitizer modes are `make emulate`'s; `make test` runs its fast mode.
 test: $(NATIVE_STAMP)
-	$(BIN)/python -m pytest $(NBVAL_FLAGS) $(NOTEBOOKS) tests
+	EXTENDING_PYTORCH_EMULATOR_MODES=fast $(BIN)/python -m pytest $(NBVAL_FLAGS) $(NOTEBOOKS) tests
+
+emulate: $(NATIVE_STAMP)
+	$(BIN)/python tools/emulate.py
 
 build: $(NATIVE_STAMP)
 
@@ -59,12 +77,37 @@ check-site: book
 check-cuda: $(CUDA_STAMP) | check-compiler
 	$(CUDA_VENV)/bin/python tools/check_cuda.py
 
-$(CUDA_STAMP): requirements.txt | check-python
-	@test -x $(CUDA_VENV)/bin/python || $(PYTHON) -m venv $(CUDA_VENV)
-	$(CUDA_VENV)/bin/python -m pip install --isolated --quiet --disable-pip-version-check \
-	  -r requirements.txt $(CUDA_EXTRA)
-	@$(CUDA_VENV)/bin/python -c 'import torch, sys; sys.exit(torch.version.cuda is None)' || { \
-	  echo "error: $(CUDA_VENV) got a CPU-only torch; the CUDA build check needs the CUDA build." >&2; exit 1; }
+$(CUDA_STAMP): $(STAMP)
+	@$(BIN)/python -c 'import torch, sys; sys.exit(torch.version.cuda is None)' || { \
+	  echo "error: $(VENV) has a CPU-only torch; the CUDA build check needs the CUDA build (the one pip installs on Linux)." >&2; exit 1; }
+	rm -rf $(CUDA_VENV)
+	$$($(BIN)/python -c 'import sys; print(sys._base_executable)') -m venv $(CUDA_VENV)
+	$(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > \
+	  "$$($(CUDA_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/_book_venv.pth"
+	$(CUDA_VENV)/bin/python -m pip install --quiet --disable-pip-version-check $(CUDA_EXTRA)
+	touch $(CUDA_VENV)/.check-cuda-environment
+	@touch $@
+
+test-oldest: $(OLDEST_STAMP) | check-compiler
+	rm -rf $(OLDEST_TREE) && mkdir $(OLDEST_TREE)
+	git ls-files -z --cached --others --exclude-standard | \
+	  tar --null --files-from=- --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C $(OLDEST_TREE)
+	# A repository of its own, as a clone would be: some tests ask git which files there are.
+	cd $(OLDEST_TREE) && git init --quiet --initial-branch=main && git add --all && \
+	  git -c user.name=ci -c user.email=ci@localhost commit --quiet -m "working tree"
+	cd $(OLDEST_TREE) && ../$(OLDEST_VENV)/bin/python -m pip install --quiet --no-build-isolation -e extensions
+	cd $(OLDEST_TREE) && EXTENDING_PYTORCH_EMULATOR_MODES=fast ../$(OLDEST_VENV)/bin/python -m pytest --nbval-lax --nbval-current-env \
+	  --ignore-glob='notebooks/_*' -p no:cacheprovider notebooks tests
+
+.venv-oldest: $(OLDEST_STAMP)
+
+$(OLDEST_STAMP): requirements.txt extensions/pyproject.toml | check-python
+	@test -x $(OLDEST_VENV)/bin/python || $(PYTHON) -m venv $(OLDEST_VENV)
+	sed -e 's/^torch==.*/torch==$(OLDEST_TORCH)/' -e 's/^triton==.*/triton==$(OLDEST_TRITON)/' \
+	  requirements.txt > $(OLDEST_VENV)/requirements.txt
+	$(OLDEST_VENV)/bin/python -m pip install --quiet -r $(OLDEST_VENV)/requirements.txt
+	@$(OLDEST_VENV)/bin/python -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "$(OLDEST_TORCH)")' || { \
+	  echo "error: $(OLDEST_VENV) did not get torch $(OLDEST_TORCH)." >&2; exit 1; }
 	@touch $@
 
 repoint: $(STAMP)
@@ -72,8 +115,8 @@ repoint: $(STAMP)
 	$(BIN)/python tools/repoint.py $(REPO) --branch $(or $(BRANCH),main)
 
 clean:
-	rm -rf _build .pytest_cache .hypothesis .bench extensions/build extensions/*.egg-info
-	find . \( -path ./$(VENV) -o -path ./$(CUDA_VENV) \) -prune -o -name __pycache__ -type d -exec rm -rf {} +
+	rm -rf _build .pytest_cache .hypothesis .bench extensions/build extensions/*.egg-info $(OLDEST_TREE)
+	find . \( -path ./$(VENV) -o -path ./$(CUDA_VENV) -o -path ./$(OLDEST_VENV) \) -prune -o -name __pycache__ -type d -exec rm -rf {} +
 	find extensions \( -name "*.so" -o -name _build_info.json \) -delete
 	rm -f $(NATIVE_STAMP)
 

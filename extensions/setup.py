@@ -43,8 +43,9 @@ def ext_modules_and_commands():
     )
 
     flags = build_flags()
-    # CUDA kernels need a CUDA build of torch and the CUDA toolkit (nvcc).
-    with_cuda = torch.version.cuda is not None and CUDA_HOME is not None
+    # CUDA kernels need a CUDA build of torch and the CUDA toolkit (nvcc); by
+    # default they are built only where a GPU can run them (build_flags.CUDA_SWITCH).
+    with_cuda = flags.build_cuda(torch.version.cuda, CUDA_HOME, torch.cuda.device_count())
     if with_cuda:
         # Without a visible GPU and without TORCH_CUDA_ARCH_LIST, torch cannot
         # pick architectures (and crashes trying): build for the book's list.

@@ -69,3 +69,36 @@ def sample_inputs(
 requires_cuda = pytest.mark.skipif(
     not torch.cuda.is_available(), reason="needs a CUDA device"
 )
+
+
+# Triplets exactly on the loss's kinks, in small integers (exact in every float dtype).
+# With t1 = -3, t2 = 1: row 0 is on the push kink only (d_ap - d_an = 2 - 5 = t1), row 1 on
+# the pull kink only (d_ap = 1 = t2), row 2 on both, row 3 on neither. The loss's subgradient
+# at a kink is 0, so row 0's negative and row 2's three inputs get no gradient, and row 1's
+# positive gets only the push term's.
+KINK_SETTINGS = dict(t1=-3.0, t2=1.0, beta=0.5)
+
+
+def kink_batch(dtype=torch.float64):
+    anchor = torch.tensor([[0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]], dtype=dtype)
+    positive = torch.tensor([[1.0, 1.0], [0.0, 1.0], [1.0, 0.0], [1.0, 1.0]], dtype=dtype)
+    negative = torch.tensor([[1.0, 2.0], [1.0, 0.0], [2.0, 0.0], [0.0, 2.0]], dtype=dtype)
+    return anchor, positive, negative
+
+
+def kink_gradients(dtype=torch.float64):
+    """The exact gradients of the mean loss over kink_batch(), worked out by hand.
+
+    Per row, with g = 1/4: w_ap = 2 g (push + beta pull), w_an = 2 g push;
+    dL/dp = -w_ap (a - p), dL/dn = w_an (a - n), dL/da = -(dL/dp + dL/dn).
+    push, pull = (0, 1), (1, 0), (0, 0), (1, 1) for rows 0..3.
+    """
+    a, p, n = kink_batch(dtype)
+    push = torch.tensor([0.0, 1.0, 0.0, 1.0], dtype=dtype)
+    pull = torch.tensor([1.0, 0.0, 0.0, 1.0], dtype=dtype)
+    g = 0.25
+    w_ap = (2 * g * (push + KINK_SETTINGS["beta"] * pull))[:, None]
+    w_an = (2 * g * push)[:, None]
+    grad_p = -w_ap * (a - p)
+    grad_n = w_an * (a - n)
+    return -(grad_p + grad_n), grad_p, grad_n

@@ -1,15 +1,20 @@
-"""Tests of the book itself: table of contents, notebook hygiene, chapter structure, legacy APIs, strict nbval."""
+"""Tests of the book itself: table of contents, notebook hygiene, chapter structure, legacy APIs, strict nbval,
+licenses and citation, and the instructors' page."""
 
 from __future__ import annotations
 
 import ast
 import copy
+import datetime
+import hashlib
 import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+import tomllib
 
 import pytest
 import yaml
@@ -348,9 +353,8 @@ def nbval_flags() -> list[str]:
 
 def first_compared_stream_output(notebook: dict) -> tuple[int, dict]:
     for index, cell in enumerate(notebook["cells"]):
-        if cell["cell_type"] != "code" or "NBVAL_IGNORE_OUTPUT" in cell_source(
-            cell
-        ):
+        ignored = {"nbval-ignore-output", "nbval-skip"} & set(cell.get("metadata", {}).get("tags", []))
+        if cell["cell_type"] != "code" or ignored:
             continue
         for output in cell.get("outputs", []):
             if (
@@ -464,3 +468,226 @@ def test_each_recorded_output_is_stored_once_under_its_name(path):
     names = recorded_names(notebook)
     assert len(names) == len(set(names)), f"a name is recorded twice: {sorted(names)}"
     assert set(names) == set(SHOW_NAME.findall(code)), "stored outputs differ from the ep.show calls"
+
+
+# ---- Licenses, citation, and the instructors' page ----
+
+CC_BY_4_0_SHA256 = "fd3a263fe19ed8faa9068b43abaebafc02c77897b0c6fc09abc04bb592e5f16e"
+BSD_URL = "https://opensource.org/license/bsd-3-clause"
+CC_BY_URL = "https://creativecommons.org/licenses/by/4.0/"
+INSTRUCTORS_PAGE = "book/instructors"
+# The packages built from this repository, each with its own copy of LICENSE.
+PACKAGES = ["extensions", "extensions/stable"]
+
+
+def book_config() -> dict:
+    return yaml.safe_load((REPO_ROOT / "_config.yml").read_text())
+
+
+def toc_chapters() -> list[str]:
+    """The chapters as _toc.yml lists them: notebooks/NN_topic, without extension."""
+    return [entry for entry in toc_files() if entry.startswith("notebooks/")]
+
+
+def test_code_license_is_bsd_3_clause_with_the_books_copyright():
+    text = (REPO_ROOT / "LICENSE").read_text()
+    config = book_config()
+    assert text.startswith("BSD 3-Clause License\n"), "LICENSE names the license on its first line"
+    assert f"Copyright (c) {config['copyright']}, {config['author']}\n" in text, (
+        "LICENSE's copyright line agrees with `author` and `copyright` in _config.yml"
+    )
+    clauses = re.findall(r"^\* (Redistributions of source code|Redistributions in binary form|Neither the name)",
+                         text, re.MULTILINE)
+    assert len(clauses) == 3, f"the three clauses, got {clauses}"
+    assert 'THIS SOFTWARE IS PROVIDED BY THE COPYRIGHT HOLDERS AND CONTRIBUTORS "AS IS"' in text
+    assert text.rstrip().endswith("EVEN IF ADVISED OF THE POSSIBILITY OF SUCH DAMAGE.")
+
+
+def test_content_license_is_the_complete_cc_by_4_0_legal_code():
+    path = REPO_ROOT / "LICENSES" / "CC-BY-4.0.txt"
+    text = path.read_text()
+    assert text.startswith("Attribution 4.0 International\n")
+    assert "Creative Commons Attribution 4.0 International Public License" in text
+    sections = re.findall(r"^Section (\d) -- ", text, re.MULTILINE)
+    assert sections == [str(n) for n in range(1, 9)], f"sections 1 to 8 of the legal code, got {sections}"
+    assert text.rstrip().endswith("Creative Commons may be contacted at creativecommons.org.")
+    # Creative Commons' plain-text legal code, byte for byte: a license is never paraphrased.
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == CC_BY_4_0_SHA256
+
+
+def test_readme_states_both_licenses():
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert "\n## License\n" in readme
+    section = readme.split("\n## License\n", 1)[1].split("\n## ", 1)[0]
+    for words in ("BSD-3-Clause", "`LICENSE`", BSD_URL, "CC BY 4.0", "`LICENSES/CC-BY-4.0.txt`", CC_BY_URL):
+        assert words in section, f"README's License section does not mention {words}"
+
+
+def test_site_footer_states_both_licenses():
+    footer = book_config().get("html", {}).get("extra_footer", "")
+    for words in ("BSD-3-Clause", f'href="{BSD_URL}"', "CC BY 4.0", f'href="{CC_BY_URL}"'):
+        assert words in footer, f"the footer of every page (html.extra_footer in _config.yml) lacks {words}"
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_package_declares_bsd_3_clause_and_holds_the_license(package):
+    source = REPO_ROOT / package
+    project = tomllib.loads((source / "pyproject.toml").read_text())["project"]
+    assert project.get("license") == "BSD-3-Clause", "an SPDX expression (PEP 639)"
+    assert project.get("license-files") == ["LICENSE"]
+    # A package may only name files inside its own folder: it holds a copy.
+    assert (source / "LICENSE").read_bytes() == (REPO_ROOT / "LICENSE").read_bytes(), (
+        f"{package}/LICENSE must be a copy of the repository's LICENSE"
+    )
+
+
+def test_built_package_metadata_states_the_license_and_ships_it(tmp_path):
+    # Build the metadata as pip would, from a copy (no compiler: the Python part only).
+    build = tmp_path / "package"
+    shutil.copytree(REPO_ROOT / "extensions", build, ignore=shutil.ignore_patterns(
+        "build", "*.egg-info", "*.so", "__pycache__", "csrc", "stable"))
+    out = tmp_path / "metadata"
+    out.mkdir()
+    result = subprocess.run(
+        [sys.executable, "-c",
+         "import sys; from setuptools import build_meta; print(build_meta.prepare_metadata_for_build_wheel(sys.argv[1]))",
+         str(out)],
+        cwd=build, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "EXTENDING_PYTORCH_SKIP_NATIVE": "1"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    dist_info = out / result.stdout.strip().splitlines()[-1]
+    metadata = (dist_info / "METADATA").read_text()
+    assert "\nLicense-Expression: BSD-3-Clause\n" in metadata
+    assert "\nLicense-File: LICENSE\n" in metadata
+    assert (dist_info / "licenses" / "LICENSE").read_bytes() == (REPO_ROOT / "LICENSE").read_bytes()
+
+
+def test_citation_file_is_cff_1_2_0_and_names_both_licenses():
+    citation = yaml.safe_load((REPO_ROOT / "CITATION.cff").read_text())
+    assert citation["cff-version"] == "1.2.0"
+    for key in ("message", "title", "authors"):  # required by the CFF 1.2.0 schema
+        assert citation.get(key), f"CITATION.cff needs {key!r}"
+    assert all(author.get("name") or author.get("family-names") for author in citation["authors"])
+    assert citation["title"] == book_config()["title"]
+    assert citation["license"] == ["BSD-3-Clause", "CC-BY-4.0"]
+    package = tomllib.loads((REPO_ROOT / "extensions" / "pyproject.toml").read_text())["project"]
+    assert str(citation["version"]) == package["version"], "CITATION.cff's version is the package's"
+
+
+def test_instructors_page_is_in_the_toc():
+    assert INSTRUCTORS_PAGE in toc_files()
+
+
+def instructors_section(heading: str) -> str:
+    page = (REPO_ROOT / f"{INSTRUCTORS_PAGE}.md").read_text()
+    assert f"\n## {heading}\n" in page, f"the instructors' page has no section {heading!r}"
+    return page.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_instructors_page_states_both_licenses():
+    section = instructors_section("What you may do: the licenses")
+    for words in ("BSD-3-Clause", "`LICENSE`", "CC BY 4.0", "`LICENSES/CC-BY-4.0.txt`", "`CITATION.cff`"):
+        assert words in section, f"the licenses section does not mention {words}"
+
+
+def table_rows(section: str) -> dict[str, list[str]]:
+    """{chapter: its cells} for the rows of a table that start with a {doc} link to a chapter."""
+    rows = {}
+    for line in section.splitlines():
+        if match := re.match(r"^\| \{doc\}`\.\./(notebooks/\w+)` \|(.*)\|\s*$", line):
+            rows[match.group(1)] = [cell.strip() for cell in match.group(2).split("|")]
+    return rows
+
+
+def test_instructors_page_tables_name_every_chapter():
+    chapters = toc_chapters()
+    assert chapters
+    for heading in ("How long each chapter takes to run", "What each chapter needs"):
+        rows = table_rows(instructors_section(heading))
+        assert list(rows) == chapters, f"{heading!r}: rows {list(rows)}, _toc.yml lists {chapters}"
+
+
+def setup_builds_native_code(notebook: dict) -> bool:
+    setup = next(cell_source(c) for c in notebook["cells"]
+                 if c["cell_type"] == "code" and "REPOSITORY, BRANCH =" in cell_source(c))
+    return "EXTENDING_PYTORCH_SKIP_NATIVE=1" not in setup
+
+
+def test_instructors_page_needs_agree_with_the_chapters():
+    # A chapter whose Colab setup builds the C++ extensions needs a compiler; one that runs
+    # nvcc itself needs the CUDA toolkit; the others need nothing more.
+    rows = table_rows(instructors_section("What each chapter needs"))
+    for chapter, cells in rows.items():
+        notebook = load_notebook(REPO_ROOT / f"{chapter}.ipynb")
+        code = "\n".join(cell_source(c) for c in notebook["cells"] if c["cell_type"] == "code")
+        needs, native, runs_nvcc = cells[0], setup_builds_native_code(notebook), 'shutil.which("nvcc")' in code
+        assert ("C++17 compiler" in needs) == native, (
+            f"{chapter}: 'also needs' says {needs!r}, but its setup cell "
+            f"{'builds' if native else 'does not build'} the C++ extensions"
+        )
+        assert ("`nvcc`" in needs) == runs_nvcc, (
+            f"{chapter}: 'also needs' says {needs!r}, but the chapter {'runs' if runs_nvcc else 'does not run'} nvcc"
+        )
+
+
+def test_instructors_page_shows_the_chapter_times_the_notebooks_recorded():
+    tool = load_tool("chapter_times")
+    page = REPO_ROOT / f"{INSTRUCTORS_PAGE}.md"
+    assert tool.block(page) == tool.render(page).strip(), (
+        "the table of chapter times is stale: run `python tools/chapter_times.py --update book/instructors.md`"
+    )
+
+
+def timed_copy(tmp_path, durations, gap=10.0):
+    """A one-chapter book whose code cells recorded the given durations, started `gap` s apart."""
+    (tmp_path / "notebooks").mkdir(parents=True)
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n  - file: notebooks/00_demo\n")
+    notebook = load_notebook(NOTEBOOK_DIR / "_template.ipynb")
+    code = [c for c in notebook["cells"] if c["cell_type"] == "code" and cell_source(c).strip()]
+    assert len(code) == len(durations)
+    start = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.timezone.utc)
+    for index, (cell, seconds) in enumerate(zip(code, durations)):
+        began = start + datetime.timedelta(seconds=gap * index)
+        ended = began + datetime.timedelta(seconds=seconds)
+        cell["metadata"]["execution"] = {  # as nbclient writes them with record_timing=True
+            "iopub.status.busy": began.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            "iopub.execute_input": began.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            "shell.execute_reply": ended.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            "iopub.status.idle": ended.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        }
+    path = tmp_path / "notebooks" / "00_demo.ipynb"
+    path.write_text(json.dumps(notebook))
+    return path, notebook, code
+
+
+def test_chapter_times_span_the_stored_run_and_name_its_longest_cell(tmp_path):
+    tool = load_tool("chapter_times")
+    path, _, _ = timed_copy(tmp_path, [1.0, 5.0, 2.0, 0.5])
+    timing = tool.chapter_timing(path)
+    # From the first cell's start (t=0) to the last one's reply (t=30.5), not the sum of the cells (8.5).
+    assert timing["seconds"] == pytest.approx(30.5)
+    assert timing["longest"] == pytest.approx(5.0)
+    assert timing["section"] == "0. Setup"
+    table = tool.render(tmp_path / "book" / "instructors.md", tmp_path)
+    assert "| {doc}`../notebooks/00_demo` | 30 s | 5 s, in *0. Setup* | 5 min |" in table
+    assert "All chapters together: 30 s." in table
+
+
+def test_chapter_times_are_not_recorded_for_a_partial_or_overlapping_run(tmp_path):
+    tool = load_tool("chapter_times")
+    path, notebook, code = timed_copy(tmp_path, [1.0, 5.0, 2.0, 0.5])
+    del code[2]["metadata"]["execution"]  # that cell was run without timing (or never)
+    path.write_text(json.dumps(notebook))
+    assert tool.chapter_timing(path)["seconds"] is None
+    table = tool.render(tmp_path / "book" / "instructors.md", tmp_path)
+    assert "| not recorded | not recorded |" in table and "All chapters together" not in table
+    # Cells that overlap in time were not run one after another in one kernel.
+    path, _, _ = timed_copy(tmp_path / "overlap", [1.0, 15.0, 2.0, 0.5])
+    assert tool.chapter_timing(path)["seconds"] is None
+
+
+def test_readme_points_instructors_to_their_page():
+    readme = (REPO_ROOT / "README.md").read_text()
+    section = readme.split("\n## Teach with this book\n", 1)[1].split("\n## ", 1)[0]
+    assert f"`{INSTRUCTORS_PAGE}.md`" in section

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from torch.testing import assert_close
 
 import extending_pytorch as ep
-from conftest import requires_cuda, sample_inputs
+from conftest import requires_cuda, sample_inputs, KINK_SETTINGS, kink_batch, kink_gradients
 from extending_pytorch import bench, native, ops, scale_add, testing
 
 HYPER = dict(t1=-1.0, t2=0.5, beta=0.5)
@@ -306,7 +306,11 @@ def test_streaming_store_path_matches_the_reference(dim, dtype):
     x = [torch.randn(batch, dim, generator=generator, dtype=dtype).requires_grad_() for _ in range(3)]
     with torch.no_grad():
         d_ap = (x[0] - x[1]).pow(2).sum(1)
-    hyper = dict(t1=0.0, t2=d_ap.median().item(), beta=0.5)  # both branches of each mask
+    # Both branches of each mask, and no row on a kink: t2 halfway between the two
+    # middle distances (t2 = the median itself puts a row exactly at d_ap == t2, where
+    # the kernel's and the reference's rounding of d_ap decide the subgradient).
+    middle = d_ap.sort().values[batch // 2 - 1 : batch // 2 + 1]
+    hyper = dict(t1=0.0, t2=middle.mean().item(), beta=0.5)
     expected = torch.autograd.grad(ep.reference_triplet_hinge_loss(*x, **hyper), x)
     for grad_in_forward in (False, True):
         loss = ops.triplet_hinge_loss(*x, **hyper, grad_in_forward=grad_in_forward)
@@ -697,3 +701,16 @@ def test_benchmark_reports_every_implementation_task_and_ratio():
     assert set(ratios) == {"eager", "fraction_of_copy"}
     assert "eager" in str(bench.table(records))
     assert "cpp" in str(bench.table(records))
+
+
+@pytest.mark.parametrize("grad_in_forward", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])
+def test_gradient_on_the_kinks_is_the_losss_exactly(dtype, grad_in_forward):
+    # Rows exactly on each kink (conftest.kink_batch; small integers, exact in every dtype):
+    # the subgradient there is 0. A kernel with >= in either mask (torch.clamp's rule until
+    # torch 2.14) gives row 0's negative, row 1's positive or row 2 a gradient.
+    inputs = [t.requires_grad_() for t in kink_batch(dtype)]
+    loss = ops.triplet_hinge_loss(*inputs, **KINK_SETTINGS, grad_in_forward=grad_in_forward)
+    grads = torch.autograd.grad(loss, inputs)
+    for got, want, name in zip(grads, kink_gradients(dtype), ("anchor", "positive", "negative")):
+        assert torch.equal(got, want), f"{name}: {got.tolist()} != {want.tolist()}"

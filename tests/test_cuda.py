@@ -444,3 +444,46 @@ def test_cuda_check_serves_the_working_tree_as_a_repository(tmp_path):
     assert (served / "notebooks" / "05_cuda_kernel.ipynb").is_file()
     assert not (served / ".venv").exists()
     assert check.repository_slug().count("/") == 1
+
+
+# ---- when a build includes the CUDA kernels (build_flags.CUDA_SWITCH) ----
+
+
+@pytest.mark.parametrize(
+    "switch, torch_cuda, cuda_home, gpus, expected",
+    [
+        # Unset: only where the kernels can run (CUDA torch, a toolkit, a GPU).
+        (None, "13.2", "/usr/local/cuda", 1, True),
+        (None, "13.2", "/usr/local/cuda", 0, False),  # a CPU runtime: no nvcc work
+        (None, "13.2", None, 1, False),  # no toolkit: a CPU build, not a failed one
+        (None, None, "/usr/local/cuda", 1, False),  # CPU-only torch
+        ("0", "13.2", "/usr/local/cuda", 1, False),
+        ("1", "13.2", "/usr/local/cuda", 0, True),  # the CUDA build check, without a GPU
+    ],
+)
+def test_cuda_kernels_are_built_only_where_asked_or_runnable(
+    monkeypatch, switch, torch_cuda, cuda_home, gpus, expected
+):
+    if switch is None:
+        monkeypatch.delenv(build_flags.CUDA_SWITCH, raising=False)
+    else:
+        monkeypatch.setenv(build_flags.CUDA_SWITCH, switch)
+    assert build_flags.build_cuda(torch_cuda, cuda_home, gpus) is expected
+
+
+@pytest.mark.parametrize(
+    "torch_cuda, cuda_home, missing",
+    [(None, "/usr/local/cuda", "a CUDA build of torch"), ("13.2", None, "the CUDA toolkit")],
+)
+def test_asking_for_cuda_kernels_that_cannot_be_built_names_what_is_missing(
+    monkeypatch, torch_cuda, cuda_home, missing
+):
+    monkeypatch.setenv(build_flags.CUDA_SWITCH, "1")
+    with pytest.raises(RuntimeError, match=f"EXTENDING_PYTORCH_CUDA=1 .* lacks {missing}"):
+        build_flags.build_cuda(torch_cuda, cuda_home, 1)
+
+
+def test_a_misspelt_cuda_switch_is_an_error(monkeypatch):
+    monkeypatch.setenv(build_flags.CUDA_SWITCH, "yes")
+    with pytest.raises(ValueError, match='EXTENDING_PYTORCH_CUDA must be "0", "1" or unset, got \'yes\''):
+        build_flags.build_cuda("13.2", "/usr/local/cuda", 1)

@@ -170,6 +170,11 @@ def test_setup_cell_on_colab_fetches_installs_and_changes_folder(path, monkeypat
     assert clone[-1] == "/content/extending-pytorch"
     assert "--no-build-isolation" in install and install[-1] == "/content/extending-pytorch/extensions"
     assert install[install.index("-e") + 1] == "/content/extending-pytorch/extensions"
+    # The package declares its license as PEP 639 asks, which setuptools reads from 77.0.3 on;
+    # --no-build-isolation builds with the runtime's own setuptools, which may be older.
+    assert any(
+        any("setuptools>=77.0.3" in part for part in c) for c in pip[: pip.index(install)]
+    ), commands
     assert moved == ["/content/extending-pytorch/notebooks"]
     assert "/content/extending-pytorch/extensions" in sys.path
     # Chapters without C++ skip compiling it; the native chapters build it.

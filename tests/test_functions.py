@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch.testing import assert_close
 
 import extending_pytorch as ep
-from conftest import requires_cuda, sample_inputs
+from conftest import requires_cuda, sample_inputs, KINK_SETTINGS, kink_batch, kink_gradients
 from extending_pytorch import functions as fn
 
 HYPER = dict(t1=-1.0, t2=0.5, beta=0.5)
@@ -128,21 +128,13 @@ def test_triplet_gradcheck_and_gradgradcheck(reduction):
         assert torch.autograd.gradgradcheck(loss, inputs)
 
 
-def test_triplet_gradient_on_the_boundaries_equals_the_reference_exactly():
-    # Integer-valued rows put triplets exactly on d_ap - d_an = t1 and d_ap = t2.
-    anchor = torch.tensor([[0.0, 0.0], [0.0, 0.0], [1.0, 1.0]])
-    positive = torch.tensor([[1.0, 0.0], [1.0, 1.0], [1.0, 2.0]])
-    negative = torch.tensor([[2.0, 0.0], [0.0, 2.0], [3.0, 1.0]])
-    settings = dict(t1=-3.0, t2=1.0, beta=0.5)
-    inputs = [t.clone().requires_grad_() for t in (anchor, positive, negative)]
-    grads = torch.autograd.grad(
-        fn.triplet_hinge_loss_function(*inputs, **settings), inputs
-    )
-    ref_grads = torch.autograd.grad(
-        ep.reference_triplet_hinge_loss(*inputs, **settings), inputs
-    )
-    for grad, ref_grad in zip(grads, ref_grads):
-        assert torch.equal(grad, ref_grad)
+def test_triplet_gradient_on_the_kinks_is_the_losss_exactly():
+    # Rows exactly on each kink (conftest.kink_batch), gradients worked out by hand.
+    for function in (fn.triplet_hinge_loss_function, fn.triplet_hinge_loss_function_with_jvp):
+        inputs = [t.requires_grad_() for t in kink_batch()]
+        grads = torch.autograd.grad(function(*inputs, **KINK_SETTINGS), inputs)
+        for got, want in zip(grads, kink_gradients()):
+            assert torch.equal(got, want), function
 
 
 def test_triplet_works_with_torch_func_per_sample_gradients():

@@ -58,17 +58,18 @@ def test_missing_compiler_gets_a_clear_message():
     assert "Traceback" not in result.stderr
 
 
-def test_cuda_build_check_uses_the_cuda_build_of_torch_from_the_index():
-    # pip's configuration on some machines prefers a local CPU wheel of torch; the CUDA
-    # build check's environment must bypass it (--isolated) and be rebuilt only when
-    # requirements.txt changes.
+def test_cuda_build_check_environment_sees_dot_venv_and_adds_only_its_tools():
+    # One CUDA build of torch (several GB) serves the tests and the CUDA build check:
+    # .venv-cuda reaches .venv's packages through a .pth line, is marked as the check's
+    # own environment, and is rebuilt when .venv is.
     result = run_make("-n", "-B", "check-cuda")
     assert result.returncode == 0, result.stderr
-    assert "pip install --isolated" in result.stdout
-    assert "-r requirements.txt" in result.stdout
+    assert "_book_venv.pth" in result.stdout
+    assert ".check-cuda-environment" in result.stdout
     assert "tools/check_cuda.py" in result.stdout
+    assert "-r requirements.txt" not in result.stdout.split("tools/check_cuda.py")[0].split("-m venv .venv-cuda")[-1]
     makefile = (REPO_ROOT / "Makefile").read_text()
-    assert "$(CUDA_STAMP): requirements.txt" in makefile
+    assert "$(CUDA_STAMP): $(STAMP)" in makefile
 
 
 def test_ci_runs_the_cuda_build_check():
@@ -76,14 +77,63 @@ def test_ci_runs_the_cuda_build_check():
     assert "make check-cuda" in script and "make test" in script
 
 
-def test_cuda_build_check_refuses_a_cpu_only_torch():
+def stand_in_environment(tmp_path, *, cuda: str | None, marked: bool):
+    """A throwaway venv (no pip) with a stand-in torch, so that a check that wrongly went
+    ahead could not touch any real environment."""
     import sys
 
-    result = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "tools" / "check_cuda.py")],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    env_dir = tmp_path / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True)
+    if marked:
+        (env_dir / ".check-cuda-environment").write_text("")
+    fake = tmp_path / "fake"
+    (fake / "torch" / "utils").mkdir(parents=True)
+    (fake / "torch" / "__init__.py").write_text(
+        f"__version__ = '0.0+fake'\nclass version:\n    cuda = {cuda!r}\n"
     )
-    assert result.returncode == 1
+    (fake / "torch" / "utils" / "__init__.py").write_text("")
+    (fake / "torch" / "utils" / "cpp_extension.py").write_text("CUDA_HOME = '/usr/local/cuda'\n")
+    return env_dir / "bin" / "python", {**os.environ, "PYTHONPATH": str(fake)}
+
+
+def test_cuda_build_check_refuses_a_cpu_only_torch(tmp_path):
+    python, env = stand_in_environment(tmp_path, cuda=None, marked=True)
+    result = subprocess.run(
+        [str(python), str(REPO_ROOT / "tools" / "check_cuda.py")],
+        capture_output=True, text=True, timeout=120, env=env,
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
     assert "CPU-only torch" in result.stderr and "make check-cuda" in result.stderr
+
+
+def test_cuda_build_check_refuses_to_run_outside_its_environment(tmp_path):
+    # It uninstalls and reinstalls the book's package where it runs: run with .venv's
+    # Python, it once replaced .venv's editable install with one in a deleted directory.
+    python, env = stand_in_environment(tmp_path, cuda="13.2", marked=False)
+    result = subprocess.run(
+        [str(python), str(REPO_ROOT / "tools" / "check_cuda.py")],
+        capture_output=True, text=True, timeout=120, env=env,
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "not the CUDA build check's environment" in result.stderr
+    assert "make check-cuda" in result.stderr
+
+
+def test_ci_tests_the_oldest_supported_torch_and_the_pages_state_the_range():
+    import re
+
+    makefile = (REPO_ROOT / "Makefile").read_text()
+    oldest = re.search(r"^OLDEST_TORCH := (\S+)$", makefile, re.M).group(1)
+    pinned = re.search(r"^torch==(\S+)$", (REPO_ROOT / "requirements.txt").read_text(), re.M).group(1)
+    script = (REPO_ROOT / ".ci" / "run").read_text()
+    assert "make test-oldest" in script
+    result = run_make("-n", "-B", "test-oldest")
+    assert result.returncode == 0, result.stderr
+    assert "--nbval-lax" in result.stdout and "notebooks tests" in result.stdout
+    assert f"torch=={oldest}" in result.stdout
+    low, high = (".".join(v.split(".")[:2]) for v in (oldest, pinned))
+    stated = f"torch {low} to {high}"
+    for page in ("README.md", "book/setup.md"):
+        text = " ".join((REPO_ROOT / page).read_text().split())
+        assert stated in text, f"{page} does not say '{stated}'"
+        assert f"pins torch {pinned}" in text, f"{page} does not say 'pins torch {pinned}'"

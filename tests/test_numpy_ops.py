@@ -10,7 +10,7 @@ import torch
 from torch.testing import assert_close
 
 import extending_pytorch as ep
-from conftest import requires_cuda, sample_inputs
+from conftest import requires_cuda, sample_inputs, KINK_SETTINGS, kink_batch, kink_gradients
 from extending_pytorch import numpy_ops
 
 HYPER = dict(t1=-1.0, t2=0.5, beta=0.5)
@@ -65,17 +65,14 @@ def test_triplet_gradcheck(version, reduction):
         )
 
 
-def test_triplet_boundary_gradient_matches_reference():
-    # d_ap - d_an = -3 = t1 exactly: the numpy backward must pass it through.
-    a = torch.zeros(1, 1, dtype=torch.float64, requires_grad=True)
-    p, n = torch.ones(1, 1, dtype=torch.float64), torch.full(
-        (1, 1), 2.0, dtype=torch.float64
-    )
-    for loss in TRIPLET_VERSIONS.values():
-        (grad,) = torch.autograd.grad(
-            loss(a, p, n, t1=-3.0, t2=0.0, beta=0.0), a
-        )
-        assert grad.item() == 2.0
+def test_triplet_gradient_at_the_kinks_is_the_losss_exactly():
+    # Rows exactly on each kink (conftest.kink_batch): a numpy backward with >= gives them
+    # the gradient torch.clamp gave until torch 2.13.
+    for name, loss in TRIPLET_VERSIONS.items():
+        inputs = [t.requires_grad_() for t in kink_batch()]
+        grads = torch.autograd.grad(loss(*inputs, **KINK_SETTINGS), inputs)
+        for got, want in zip(grads, kink_gradients()):
+            assert torch.equal(got, want), name
 
 
 def test_triplet_only_requested_gradients_are_returned():

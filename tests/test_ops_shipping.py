@@ -139,8 +139,47 @@ def test_stable_wheel_flags_are_portable():
     (ext,) = distribution.ext_modules
     flags = ext.extra_compile_args["cxx"]
     assert native_only(flags) == []
-    # torch 2.10.0: major << 56 | minor << 48 (torch/csrc/stable/version.h).
-    assert f"-DTORCH_TARGET_VERSION=0x{2 << 56 | 10 << 48:016x}" in flags
+    # torch 2.13.0, the oldest the book supports and the first whose stable API gives the
+    # current CUDA stream: major << 56 | minor << 48 (torch/csrc/stable/version.h).
+    assert f"-DTORCH_TARGET_VERSION=0x{2 << 56 | 13 << 48:016x}" in flags
     assert ext.py_limited_api
     source = (ROOT / "extensions" / "csrc" / "stable" / "triplet_stable.cpp").read_text()
     assert 'target_clones("arch=x86-64-v3", "default")' in source
+
+
+@pytest.mark.parametrize("name", ["triplet_hinge_loss", "triplet_hinge_loss_with_grads"])
+@pytest.mark.parametrize("key", ["AutocastCPU", "AutocastCUDA"])
+def test_autocast_rule_is_registered_for_cpu_and_cuda(name, key):
+    # Catches a rule for the CPU only: under torch.autocast("cuda", torch.float16) the
+    # operator would then run in float16 (its squared distances overflow at 65504) and
+    # refuse float16 activations beside a float32 bank of negatives.
+    assert torch._C._dispatch_has_kernel_for_dispatch_key(f"extending_pytorch::{name}", key)
+
+
+@pytest.mark.parametrize(
+    "op", ["forward", "with_grads"]
+)
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        # The unusual input moves: the positive's shape, the negative's dtype, the anchor's rank.
+        (lambda: (torch.empty(4, 3), torch.empty(4, 2), torch.empty(4, 3)),
+         r"positive must have the same shape as anchor \(4, 3\), got \(4, 2\)"),
+        (lambda: (torch.empty(4, 3), torch.empty(4, 3), torch.empty(4, 3, dtype=torch.float64)),
+         r"negative must have the same dtype as anchor \(torch.float32\), got torch.float64"),
+        (lambda: (torch.empty(12), torch.empty(4, 3), torch.empty(4, 3)),
+         r"anchor must be 2-D \(batch, dim\), got 1-D"),
+    ],
+)
+def test_fake_implementation_checks_every_input_while_tracing(op, make, message):
+    # Meta tensors run the operator's fake implementation, as torch.compile and export do
+    # when they trace. Catches a fake that checks only the anchor's rank: a mismatched
+    # positive or negative would then surface only when the kernel runs.
+    tensors = [t.to("meta") for t in make()]
+    with pytest.raises((ValueError, TypeError), match=message):
+        if op == "with_grads":
+            torch.ops.extending_pytorch.triplet_hinge_loss_with_grads.default(
+                *tensors, -1.0, 0.5, 0.5, "mean", [True, True, True]
+            )
+        else:
+            torch.ops.extending_pytorch.triplet_hinge_loss.default(*tensors, -1.0, 0.5, 0.5, "mean")

@@ -12,7 +12,7 @@ from torch import nn
 from torch.testing import assert_close
 
 import extending_pytorch as ep
-from conftest import requires_cuda, sample_inputs
+from conftest import requires_cuda, sample_inputs, kink_batch, kink_gradients, KINK_SETTINGS
 
 HYPER = dict(t1=-1.0, t2=0.5, beta=0.5)
 
@@ -104,19 +104,43 @@ def test_equals_triplet_margin_with_squared_distance_minus_margin():
             assert_close(g_ours, g_theirs)
 
 
-def test_clamp_boundary_passes_the_gradient_through():
-    # d_ap - d_an = 1 - 4 = -3 = t1 exactly: autograd's clamp picks the pass-through subgradient, 2 (n - p) = 2.
-    anchor = torch.zeros(1, 1, requires_grad=True)
-    loss = ep.reference_triplet_hinge_loss(
-        anchor,
-        torch.ones(1, 1),
-        torch.full((1, 1), 2.0),
-        t1=-3.0,
-        t2=0.0,
-        beta=0.0,
-    )
-    loss.backward()
-    assert anchor.grad.item() == 2.0
+def test_gradient_at_the_kinks_is_zero_on_every_torch():
+    # The loss's own subgradient, whatever torch.clamp does: a reference built on plain
+    # clamp gives row 0's negative and row 2's inputs a gradient on torch <= 2.13.
+    inputs = [t.requires_grad_() for t in kink_batch()]
+    grads = torch.autograd.grad(ep.reference_triplet_hinge_loss(*inputs, **KINK_SETTINGS), inputs)
+    for got, want, name in zip(grads, kink_gradients(), ("anchor", "positive", "negative")):
+        assert torch.equal(got, want), f"{name}: {got.tolist()} != {want.tolist()}"
+
+
+def test_gradient_just_off_a_kink_is_the_one_sided_slope():
+    # d_ap - d_an = -3 + 1e-9 > t1: the push term is active, 2 (n - p) = 2 for the anchor.
+    anchor = torch.zeros(1, 1, dtype=torch.float64, requires_grad=True)
+    one, two = torch.ones(1, 1, dtype=torch.float64), torch.full((1, 1), 2.0, dtype=torch.float64)
+    loss = ep.reference_triplet_hinge_loss(anchor, one, two, t1=-3.0 - 1e-9, t2=0.0, beta=0.0)
+    (grad,) = torch.autograd.grad(loss, anchor)
+    assert grad.item() == 2.0
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_floor_at_has_clamps_values_and_a_strict_mask_as_gradient(dtype):
+    x = torch.tensor([-2.0, 1.0, 1.5, float("nan"), float("inf"), -float("inf")], dtype=dtype)
+    x.requires_grad_()
+    value = ep.floor_at(x, 1.0)
+    torch.testing.assert_close(value, torch.clamp(x.detach(), min=1.0), equal_nan=True, rtol=0, atol=0)
+    assert value.dtype == dtype
+    (grad,) = torch.autograd.grad(value.sum(), x)
+    assert grad.tolist() == [0.0, 0.0, 1.0, 0.0, 1.0, 0.0]
+
+
+def test_torch_clamp_changed_its_boundary_gradient_in_2_14():
+    # What chapter 1, section 5.2 tells: pass-through (1) until torch 2.13, 0 from torch
+    # 2.14 on (pytorch#184574). CI runs this on both sides of the change.
+    x = torch.tensor([0.0, 1.0, 2.0], requires_grad=True)
+    (grad,) = torch.autograd.grad(torch.clamp(x, min=1.0).sum(), x)
+    major, minor = (int(v) for v in torch.__version__.split(".")[:2])
+    expected = [0.0, 1.0, 1.0] if (major, minor) < (2, 14) else [0.0, 0.0, 1.0]
+    assert grad.tolist() == expected, f"torch {torch.__version__}"
 
 
 def test_gradient_is_zero_not_nan_at_coincident_points():

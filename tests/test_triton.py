@@ -10,10 +10,14 @@ interpreter, so `test_x_cpu` is skipped on a machine with a GPU (where
 `test_x_cuda` runs the compiled kernels), and `test_x_cuda` without one. The
 other tests run on DEVICE: the CPU under the interpreter, the GPU otherwise.
 
-What the interpreter cannot check: it runs every tl.* call with numpy, so
-tl.maximum propagates NaN there (np.maximum) although on a GPU its default,
-propagate_nan=NONE, does not. test_kernels_clamp_with_where_not_maximum is
-therefore a source-level guard, labelled as such.
+What the interpreter gets wrong, each shown by a test here: it converts
+float32 to bfloat16 by truncation where a GPU rounds to nearest even
+(test_interpreter_truncates_float32_to_bfloat16), and it keeps a Python float
+argument a Python float where a GPU launch makes it a float32 (so the
+hyper-parameters' types are checked on the launches, and in the PTX:
+tests/test_triton_ptx.py, which compiles the kernels for sm_80 and sm_90a
+without a GPU). Releases before Triton 3.9 also ran tl.maximum with numpy's
+NaN rules (test_kernels_clamp_with_where_not_maximum guards the source).
 """
 
 from __future__ import annotations
@@ -21,12 +25,15 @@ from __future__ import annotations
 import inspect
 import os
 import re
+import struct
 import subprocess
 import sys
 
 import pytest
 import torch
+import triton
 from torch.testing import assert_close
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import extending_pytorch as ep
 from conftest import REPO_ROOT, requires_cuda, sample_inputs
@@ -223,34 +230,59 @@ def test_gradient_of_a_scalar_upstream_gradient_that_is_expanded():
 # ---- Edge cases ----
 
 
-def test_subgradient_at_the_clamp_boundaries_is_torch_clamps():
-    # Row 0: d_ap = 0.25 = t2 exactly; row 1: d_ap - d_an = -1 = t1 exactly
-    # (all exact in binary). torch.clamp passes the gradient through there.
-    anchor = torch.zeros(2, 2, dtype=torch.float64, device=DEVICE, requires_grad=True)
-    positive = torch.tensor([[0.5, 0.0], [0.5, 0.0]], dtype=torch.float64, device=DEVICE)
-    negative = torch.tensor([[4.0, 0.0], [1.0, 0.5]], dtype=torch.float64, device=DEVICE)
-    settings = dict(t1=-1.0, t2=0.25, beta=0.5, reduction="sum")
-    (grad,) = torch.autograd.grad(
-        triton_ops.triplet_hinge_loss(anchor, positive, negative, **settings),
-        anchor,
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_subgradient_at_the_kinks_is_zero(dtype):
+    # The rule (reference.py): push weight [d_ap - d_an > t1], pull weight
+    # [d_ap > t2], strict, so 0 at each kink. All values below are exact in
+    # binary, so the gradients are exact, and compared exactly, with the
+    # values written out (not torch.clamp's gradient, which changed at the
+    # boundary in torch 2.14) and with the reference's. Catches >= in either
+    # weight, and a kernel that zeroes gradients near the kinks too.
+    # Row 0: d_ap = 0.25 = t2 exactly (d_an far above: no push).
+    # Row 1: d_ap - d_an = 0.0625 - 1.0625 = -1 = t1 exactly (d_ap < t2).
+    # Row 2: just past both kinks: d_ap = 0.25 + 2**-8, d_ap - d_an = -1 + 2**-8.
+    t1, t2, beta = -1.0, 0.25, 0.5
+    anchor = torch.zeros(3, 2, dtype=dtype, device=DEVICE, requires_grad=True)
+    positive = torch.tensor(
+        [[0.5, 0.0], [0.25, 0.0], [0.5, 2**-4]], dtype=dtype, device=DEVICE, requires_grad=True
     )
-    (ref_grad,) = torch.autograd.grad(
-        ep.reference_triplet_hinge_loss(anchor, positive, negative, **settings),
-        anchor,
+    negative = torch.tensor(
+        [[4.0, 0.0], [1.0, 0.25], [1.0, 0.5]], dtype=dtype, device=DEVICE, requires_grad=True
     )
-    assert_close(grad, ref_grad)
+    inputs = (anchor, positive, negative)
+    settings = dict(t1=t1, t2=t2, beta=beta, reduction="sum")
+    grads = torch.autograd.grad(triton_ops.triplet_hinge_loss(*inputs, **settings), inputs)
+    ref_grads = torch.autograd.grad(ep.reference_triplet_hinge_loss(*inputs, **settings), inputs)
+    # By hand: d loss / d positive = -2 (push + beta pull) (a - p), d / d negative
+    # = 2 push (a - n), d / d anchor = minus their sum. Rows 0 and 1 have no
+    # weight at all; row 2 has both.
+    a, p, n = (t.detach() for t in inputs)
+    push = torch.tensor([0.0, 0.0, 1.0], dtype=dtype, device=DEVICE)[:, None]
+    pull = torch.tensor([0.0, 0.0, 1.0], dtype=dtype, device=DEVICE)[:, None]
+    grad_p = -2 * (push + beta * pull) * (a - p)
+    grad_n = 2 * push * (a - n)
+    expected = (-(grad_p + grad_n), grad_p, grad_n)
+    assert expected[1][2].abs().sum() > 0 and expected[1][:2].abs().sum() == 0
+    for grad, ref_grad, by_hand in zip(grads, ref_grads, expected):
+        assert_close(grad, by_hand, rtol=0, atol=0)
+        assert_close(ref_grad, by_hand, rtol=0, atol=0)
 
 
 def test_hyperparameters_keep_float64_precision():
-    # Triton types a Python float argument as float32. Catches kernels that
-    # take t1, t2 and beta as Python floats: each value below differs from its
-    # float32 rounding by about 2**-40 (beta: 1/3, off by 3e-8 relative), and
-    # each row sits on a boundary that the rounding moves.
-    t1, t2, beta = -1.0 + 2**-40, 0.25 + 2**-40, 1.0 / 3.0
+    # Catches t1, t2 or beta rounded to float32 on their way to a float64
+    # kernel (a Python float argument is a float32 on a GPU; under the
+    # interpreter, a float32 step in decoding their bits): each value below
+    # differs from its float32 rounding by about 2**-40 (beta: 1/3, off by
+    # 3e-8 relative), and each row sits on a boundary that the rounding moves.
+    # (Whether they travel as floats at all, the interpreter cannot show: see
+    # test_hyperparameters_reach_the_kernels_as_integer_bits and
+    # tests/test_triton_ptx.py.)
+    t1, t2, beta = -1.0 - 2**-40, 0.25 - 2**-40, 1.0 / 3.0
     assert (torch.tensor([t1, t2, beta]).double() != torch.tensor([t1, t2, beta], dtype=torch.float64)).all()
-    # Row 0: d_ap = 0.25 (just below t2, so no pull gradient; float32's t2 =
-    # 0.25 would pass one). Row 1: d_ap - d_an = -1 (just below t1, so no push
-    # gradient). Row 2: d_ap = 1 (pull active: beta multiplies it).
+    # Row 0: d_ap = 0.25, just above t2: a pull gradient (float32's t2 = 0.25
+    # would give none, 0.25 > 0.25 being false). Row 1: d_ap - d_an = -1, just
+    # above t1: a push gradient (none with float32's t1 = -1). Row 2: d_ap = 1
+    # (pull active: beta multiplies it).
     anchor = torch.zeros(3, 2, dtype=torch.float64, device=DEVICE, requires_grad=True)
     positive = torch.tensor([[0.5, 0.0], [0.5, 0.0], [1.0, 0.0]], dtype=torch.float64, device=DEVICE)
     negative = torch.tensor([[4.0, 0.0], [1.0, 0.5], [4.0, 0.0]], dtype=torch.float64, device=DEVICE)
@@ -269,6 +301,132 @@ def test_hyperparameters_keep_float64_precision():
     (grad,) = torch.autograd.grad(triton_ops.triplet_hinge_loss(anchor, positive, negative, **mean), anchor)
     (ref_grad,) = torch.autograd.grad(ep.reference_triplet_hinge_loss(anchor, positive, negative, **mean), anchor)
     assert_close(grad, ref_grad, rtol=1e-14, atol=0.0)
+
+
+def test_hyperparameters_reach_the_kernels_as_integer_bits():
+    # Catches t1, t2 or beta passed to a kernel as a Python float, which a GPU
+    # launch types float32 (the interpreter keeps it a Python float, so no
+    # value test here can see it): every scalar argument of every launch is
+    # an int, and the hyper-parameters' are the bits of their float64 values.
+    a, p, n = (t.requires_grad_() for t in torch.randn(3, 4, 5, dtype=torch.float64, device=DEVICE))
+    t1, t2, beta = -1.0 - 2**-40, 0.25 - 2**-40, 1.0 / 3.0
+    with triton_ops.record_launches() as launches:
+        loss = triton_ops.triplet_hinge_loss(a, p, n, t1=t1, t2=t2, beta=beta)
+        torch.autograd.grad(loss, (a, p, n))
+    assert {name for name, _ in launches} == {"_forward_kernel", "_backward_kernel"}
+    for name, arguments in launches:
+        floats = {k: v for k, v in arguments.items() if isinstance(v, float)}
+        assert not floats, (name, floats)
+        for key, value in (("t1_bits", t1), ("t2_bits", t2), ("beta_bits", beta)):
+            bits = arguments[key]
+            assert isinstance(bits, int)
+            assert struct.unpack("<d", struct.pack("<q", bits))[0] == value
+
+
+class _RecordOps(TorchDispatchMode):
+    """Every aten operation run inside, except those of the kernel launches.
+
+    (The interpreter copies tensors to and from numpy around each launch: its
+    own machinery, not the operator's, and absent on a GPU.)
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+        self.launching = False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if not self.launching:
+            self.ops.append(func.name())
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_no_tensor_is_built_from_host_values_per_call(dtype, monkeypatch):
+    # Catches a per-call torch.tensor([t1, t2, beta], device=...) (aten
+    # lift_fresh), or any other copy: on a GPU each is a copy from pageable
+    # host memory that waits for the device, twice per training step, and
+    # cannot be captured in a CUDA graph. The operators' functions may only
+    # allocate their outputs, launch, and reduce the rows.
+    import triton
+    from triton.runtime.interpreter import InterpretedFunction
+
+    record = _RecordOps()
+    kind = InterpretedFunction if triton_ops.INTERPRETED else triton.JITFunction
+    launch = kind.run
+
+    def run(self, *args, **kwargs):
+        record.launching = True
+        try:
+            return launch(self, *args, **kwargs)
+        finally:
+            record.launching = False
+
+    monkeypatch.setattr(kind, "run", run)
+    a, p, n = torch.randn(3, 4, 5, dtype=dtype, device=DEVICE).unbind(0)
+    for reduction in ep.REDUCTIONS:
+        grad = torch.ones(4 if reduction == "none" else (), dtype=dtype, device=DEVICE)
+        # Once unrecorded: on a GPU the first call autotunes, and the timing
+        # allocates and clears buffers of its own.
+        triton_ops._triplet_forward(a, p, n, -1.0, 0.5, 0.5, reduction)
+        triton_ops._triplet_backward(grad, a, p, n, -1.0, 0.5, 0.5, reduction)
+        record.ops = []
+        with record:
+            triton_ops._triplet_forward(a, p, n, -1.0, 0.5, 0.5, reduction)
+            triton_ops._triplet_backward(grad, a, p, n, -1.0, 0.5, 0.5, reduction)
+        assert set(record.ops) <= {"aten::empty.memory_format", "aten::sum", "aten::mean"}, record.ops
+        assert record.ops.count("aten::empty.memory_format") == 4  # the outputs
+
+
+def test_mean_gradient_is_scaled_in_float32_for_float16():
+    # Catches grad_output / B computed in float16. With the upstream gradient
+    # 2**-24 (float16's smallest) and B = 4, float16 gives 2**-26 -> 0, and
+    # every gradient vanishes; in float32 it is exact. (A large batch does the
+    # same to an ordinary gradient: 1 / B underflows in float16 for B >= 2**25.)
+    # Values chosen so that every gradient is exact in float16.
+    a = torch.zeros(4, 2, dtype=torch.float16, device=DEVICE)
+    p = torch.full((4, 2), 2.0**12, dtype=torch.float16, device=DEVICE)
+    n = torch.full((4, 2), -(2.0**11), dtype=torch.float16, device=DEVICE)
+    grad = torch.tensor(2.0**-24, dtype=torch.float16, device=DEVICE)
+    grads = BACKWARD_OP(grad, a, p, n, -1.0, 0.5, 0.5, "mean")
+    wide = [t.double().requires_grad_() for t in (a, p, n)]
+    loss = ep.reference_triplet_hinge_loss(*wide, **HYPER, reduction="mean")
+    ref_grads = torch.autograd.grad(loss, wide, grad.double())
+    for got, expected in zip(grads, ref_grads):
+        assert (expected != 0).all()
+        assert_close(got.double(), expected, rtol=0, atol=0)
+
+
+@requires_cuda
+def test_cuda_graph_capture_replays_the_same_results_cuda():
+    # Capturable because nothing is copied from the host per call. The
+    # autotuner times its configurations on the first calls, so those are
+    # made before the capture, on a side stream as torch.cuda.graphs asks.
+    a, p, n = (t.requires_grad_() for t in torch.randn(3, 512, 128, device="cuda").unbind(0))
+
+    def step():
+        loss = triton_ops.triplet_hinge_loss(a, p, n, **HYPER)
+        return (loss, *torch.autograd.grad(loss, (a, p, n)))
+
+    eager = step()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = step()
+    with torch.no_grad():  # new data in the same tensors, then replay
+        for t in (a, p, n):
+            t.copy_(torch.randn_like(t))
+    graph.replay()
+    torch.cuda.synchronize()
+    fresh = step()
+    for got, expected in zip(captured, fresh):
+        assert torch.equal(got, expected)
+    assert not torch.equal(captured[0], eager[0])
 
 
 def test_offsets_are_64_bit():
@@ -340,10 +498,13 @@ def test_nan_and_inf_follow_the_reference(value):
 
 
 def test_kernels_clamp_with_where_not_maximum():
-    # A SOURCE-LEVEL GUARD, not a behavioural test: under the interpreter
-    # tl.maximum propagates NaN (numpy's maximum; see the next test), so a
-    # kernel clamping with tl.maximum would pass every test above there, and
-    # lose the NaN only on a GPU, where its default propagate_nan=NONE does.
+    # A SOURCE-LEVEL GUARD, kept for the Triton releases whose interpreter
+    # runs tl.maximum with numpy's NaN-propagating maximum (before
+    # triton-lang/triton#10333): there a kernel clamping with tl.maximum
+    # would pass the NaN test above and lose the NaN only on a GPU. From
+    # Triton 3.9 the interpreter drops the NaN as a GPU does (next test), and
+    # test_nan_and_inf_follow_the_reference (its inf rows) catches tl.maximum
+    # by itself.
     for kernel in (triton_ops._forward_kernel, triton_ops._backward_kernel):
         source = inspect.getsource(kernel.fn)
         assert not re.search(r"tl\.(maximum|clamp)\(", source)
@@ -352,45 +513,125 @@ def test_kernels_clamp_with_where_not_maximum():
     assert "tl.where(d_ap < t2, t2, d_ap)" in forward
 
 
+# Triton's interpreter ran tl.maximum with numpy's NaN-propagating maximum
+# until triton-lang/triton#10333: 3.7.1 (the oldest environment's) does, 3.9.0
+# (the book's) does not. 3.8 was not checked.
+INTERPRETER_MAXIMUM_DROPS_NAN = tuple(
+    int(part) for part in triton.__version__.split(".")[:2]
+) >= (3, 9)
+
+
 @interpreted_only
-def test_interpreter_cannot_tell_maximum_from_where():
-    # Why the guard above is a source check. If a Triton release makes the
-    # interpreter honour propagate_nan, this fails: replace the guard by a
-    # test of NaN inputs run through a kernel that uses tl.maximum.
-    import triton
+def test_interpreter_maximum_and_nan():
+    # tl.maximum's default, propagate_nan=NONE, returns the other operand
+    # when one is NaN (a GPU's max.f32). From Triton 3.9 the interpreter does
+    # the same (np.fmax), so the NaN test catches a kernel that clamps with
+    # tl.maximum; before, it propagated the NaN, and only the source guard
+    # above could. Fails if the installed Triton behaves otherwise than this
+    # says for its version.
     import triton.language as tl
 
     @triton.jit
     def clamp_below(x_ptr, out_ptr):
         tl.store(out_ptr, tl.maximum(tl.load(x_ptr), 0.0))
 
-    out = torch.zeros(1)
+    out = torch.full((1,), -1.0)
     clamp_below[(1,)](torch.tensor([float("nan")]), out)
-    assert out.isnan().all()
+    if INTERPRETER_MAXIMUM_DROPS_NAN:
+        assert out.tolist() == [0.0]
+    else:
+        assert out.isnan().all()
 
 
-@pytest.mark.parametrize(
-    "dtype, rtol", [(torch.float16, 2e-3), (torch.bfloat16, 1e-2)]
-)
-def test_half_precision_accumulates_in_float(dtype, rtol):
-    # The first block of each row adds 64 (a difference of 8, squared) to every
-    # lane's running sum; the 63 blocks after it add 0.01 each. In half
-    # precision 64 + 0.01 rounds back to 64, so those terms (0.63 of each
-    # lane's 64.63, about 0.97% of the sum) would vanish. In float32, only the final loss is rounded (half an ulp:
-    # 2.4e-4 for float16, 2e-3 for bfloat16).
-    dim = 64 * 64
-    anchor = torch.zeros(2, dim, device=DEVICE)
-    positive = torch.full((2, dim), 0.1, device=DEVICE)
-    positive[:, :64] = 8.0
-    negative = torch.full((2, dim), 0.2, device=DEVICE)
-    negative[:, :64] = 9.0
-    a, p, n = (t.to(dtype) for t in (anchor, positive, negative))
-    actual = triton_ops.triplet_hinge_loss(a, p, n, **HYPER, reduction="none")
-    expected = ep.reference_triplet_hinge_loss(
-        *(t.float() for t in (a, p, n)), **HYPER, reduction="none"
-    )
+@interpreted_only
+def test_interpreter_truncates_float32_to_bfloat16():
+    # What the interpreter gets wrong, shown: converting float32 to bfloat16
+    # (as tl.store does into a bfloat16 tensor) it drops the low 16 bits,
+    # where a GPU (cvt.rn.bf16.f32, tests/test_triton_ptx.py) and torch round
+    # to nearest even. 1 + 1.5 * 2**-7 lies between the bfloat16 neighbours
+    # 1 + 2**-7 and 1 + 2**-6, nearer the second. float16 it rounds right.
+    # So under the interpreter a bfloat16 result can be one unit in the last
+    # place below the GPU's, for every value that is not exactly representable.
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def store(x_ptr, out_ptr, N: tl.constexpr):
+        cols = tl.arange(0, N)
+        tl.store(out_ptr + cols, tl.load(x_ptr + cols))
+
+    x = torch.tensor([1 + 1.5 * 2**-7, -(1 + 1.5 * 2**-7), 1 + 2**-8 + 2**-12, 3.0])
+    x = torch.cat([x, torch.randn(60, generator=torch.Generator().manual_seed(0))])
+    out = torch.empty(64, dtype=torch.bfloat16)
+    store[(1,)](x, out, N=64)
+    assert out[:2].tolist() == [1 + 2**-7, -(1 + 2**-7)]  # torch: 1 + 2**-6
+    assert x[:2].to(torch.bfloat16).tolist() == [1 + 2**-6, -(1 + 2**-6)]
+    # Every value: exactly the float32 with its low 16 bits cleared.
+    truncated = (x.view(torch.int32) & ~0xFFFF).view(torch.float32)
+    assert torch.equal(out.float(), truncated)
+    assert not torch.equal(out, x.to(torch.bfloat16))
+    half = torch.empty(64, dtype=torch.float16)
+    store[(1,)](x, half, N=64)
+    assert torch.equal(half, x.to(torch.float16))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_16_bit_inputs_are_summed_in_float32_at_any_block_width(dtype):
+    # Catches sums kept in the 16-bit input dtype, whatever BLOCK_D a GPU's
+    # autotuner picks. Each lane of a block sums the columns it is given;
+    # the first LARGE columns (as many as the widest block) put 1.0 in every
+    # lane's sum, for any block width up to LARGE, before the rest add 2**-12
+    # each: below half a unit in the last place of 1.0 in float16 (2**-11)
+    # and bfloat16 (2**-8), so in 16 bits every one of them is lost. The
+    # loss is built from just those terms: the 1.0s are the same in d_ap and
+    # d_an, and cancel in d_ap - d_an, and beta = 0. Row 0 has them in d_ap
+    # (loss 256 * 2**-12 = 0.0625; 16-bit sums give 0), row 1 in d_an (loss
+    # max(-0.0625, t1) = -0.03125, and no push gradient; 16-bit sums give 0
+    # and a push gradient). In float32 every partial sum here is exact, so
+    # the comparison is exact.
+    large = max(c.kwargs["BLOCK_D"] for c in triton_ops._CONFIGS)
+    small = 256
+    assert triton_ops.interpreter_block(large + small) <= large
+    dim = large + small
+    anchor = torch.zeros(2, dim, dtype=dtype, device=DEVICE)
+    positive = torch.zeros(2, dim, dtype=dtype, device=DEVICE)
+    negative = torch.zeros(2, dim, dtype=dtype, device=DEVICE)
+    positive[:, :large] = 1.0
+    negative[:, :large] = 1.0
+    positive[0, large:] = 2**-6  # squared: 2**-12
+    negative[1, large:] = 2**-6
+    inputs = (anchor, positive, negative)
+    settings = dict(t1=-0.03125, t2=0.0, beta=0.0, reduction="none")
+    actual = triton_ops.triplet_hinge_loss(*inputs, **settings)
     assert actual.dtype == dtype
-    assert_close(actual.float(), expected, rtol=rtol, atol=0.0)
+    assert actual.tolist() == [0.0625, -0.03125]
+    wide = [t.detach().double().requires_grad_() for t in inputs]
+    expected = ep.reference_triplet_hinge_loss(*wide, **settings)
+    assert expected.tolist() == [0.0625, -0.03125]
+    ref_grads = torch.autograd.grad(expected.sum(), wide)
+    # And at each block width the autotuner may pick on a GPU (the
+    # interpreter's is 64), the kernels launched directly: the loss, and the
+    # gradients, whose push weight is 0 for row 1 only if d_an kept its terms.
+    widths = sorted({c.kwargs["BLOCK_D"] for c in triton_ops.configs_for(dtype, dim)})
+    assert widths[-1] == large
+    a, p, n = inputs
+    layout = triton_ops._layout(a, p, n)
+    hyper = triton_ops._hyperparameters(-0.03125, 0.0, 0.0)
+    out = torch.empty(2, dtype=dtype, device=DEVICE)
+    grads = [torch.empty(2, dim, dtype=dtype, device=DEVICE) for _ in range(3)]
+    ones = torch.ones(2, dtype=dtype, device=DEVICE)
+    for width in widths:
+        out.fill_(float("nan"))
+        triton_ops._forward_kernel[(2,)](
+            a, p, n, out, dim, *layout, **hyper, batch_bucket=2, FP64=False, BLOCK_D=width
+        )
+        assert out.tolist() == [0.0625, -0.03125], width
+        triton_ops._backward_kernel[(2,)](
+            ones, 1, 1, a, p, n, *grads, dim, *layout, **hyper,
+            batch_bucket=2, FP64=False, BLOCK_D=width,
+        )
+        for grad, ref_grad in zip(grads, ref_grads):
+            assert_close(grad.double(), ref_grad, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize(
@@ -638,11 +879,64 @@ def test_device_mismatch_check_cuda():
 
 
 def test_autotune_key_names_are_kernel_arguments():
-    # triton.autotune drops a key name that is not an argument of the kernel
-    # without a word (a typo like "dimm" would tune once for every dim).
+    # A key name that is not an argument of the kernel: Triton 3.9 refuses
+    # it, earlier releases dropped it without a word (a typo like "dimm"
+    # would tune once for every dim).
     for tuned in (triton_ops._forward_tuned, triton_ops._backward_tuned):
-        assert tuned.keys == triton_ops.AUTOTUNE_KEY
+        assert tuned.keys == triton_ops.AUTOTUNE_KEY == ["dim", "batch_bucket"]
         assert set(tuned.keys) <= set(tuned.arg_names), tuned.keys
+
+
+def test_launches_pass_the_batch_bucket():
+    # The autotuner's batch key: B rounded up to a power of 2, so that a new
+    # batch size is tuned for only when it changes how many programs run.
+    a, p, n = (t.requires_grad_() for t in torch.randn(3, 5, 4, dtype=torch.float64, device=DEVICE))
+    with triton_ops.record_launches() as launches:
+        torch.autograd.grad(triton_ops.triplet_hinge_loss(a, p, n, **HYPER), (a, p, n))
+    assert [arguments["batch_bucket"] for _, arguments in launches] == [8, 8]
+    assert [triton_ops.batch_bucket(b) for b in (1, 2, 3, 4, 5, 1000)] == [1, 2, 4, 4, 8, 1024]
+
+
+@pytest.mark.parametrize("dtype", triton_ops.DTYPES)
+def test_every_configuration_tried_can_issue_128_bit_loads(dtype):
+    # Catches configurations that can never vectorise (float32 BLOCK_D = 128
+    # on 4 warps: one element, 4 bytes, per thread, so scalar loads however
+    # aligned the rows), that spill (float64 BLOCK_D = 1024 on 1 warp: 256
+    # bytes per thread), or whose block dwarfs the row. The PTX itself is
+    # read in tests/test_triton_ptx.py.
+    for dim in (1, 17, 100, 128, 129, 1000, 4096, 100_000):
+        configs = triton_ops.configs_for(dtype, dim)
+        assert configs, (dtype, dim)
+        smallest = min(
+            c.kwargs["BLOCK_D"]
+            for c in triton_ops._CONFIGS
+            if triton_ops.bytes_per_thread(c, dtype) >= 16
+        )
+        for config in configs:
+            block, warps = config.kwargs["BLOCK_D"], config.num_warps
+            per_thread = block * dtype.itemsize // (32 * warps)
+            assert 16 <= per_thread <= 64, (dtype, block, warps)
+            assert block <= max(triton.next_power_of_2(dim), smallest), (dim, block)
+    # Long rows get every configuration that passes, 11 or 12 per dtype.
+    assert len(triton_ops.configs_for(dtype, 100_000)) >= 11
+
+
+def test_autotuner_prunes_with_configs_for():
+    # The autotuner calls early_config_prune with the launch's arguments by
+    # name: catches the hook not being installed, or reading the wrong ones.
+    a = torch.empty(2, 300, dtype=torch.float16)
+    for tuned in (triton_ops._forward_tuned, triton_ops._backward_tuned):
+        position = tuned.arg_names.index("a_ptr")
+        args = [None] * len(tuned.arg_names)
+        args[position] = a
+        args[tuned.arg_names.index("dim")] = 300
+        tuned.nargs = dict(zip(tuned.arg_names, args))
+        try:
+            pruned = tuned.prune_configs({})
+        finally:
+            tuned.nargs = None
+        assert pruned == triton_ops.configs_for(torch.float16, 300)
+        assert len(pruned) < len(triton_ops._CONFIGS)
 
 
 @interpreted_only

@@ -1,8 +1,10 @@
 """The CUDA build check: everything short of running a kernel, on a machine without a GPU.
 
-Run by `make check-cuda` with the Python of .venv-cuda, an environment holding the CUDA
-build of torch (the one a reader's pip installs on Linux, and Colab's). It needs nvcc,
-but no GPU. Steps, each timed:
+Run by `make check-cuda` with the Python of .venv-cuda: an environment that sees the CUDA
+build of torch in .venv (the one a reader's pip installs on Linux, and Colab's) and into
+which this check installs the book's package, so that .venv's own install is never
+touched. It refuses to run in any other environment. It needs nvcc, but no GPU. Steps,
+each timed:
 
 1. **Colab's CPU runtime, set up.** A copy of the working tree is served as if it were the
    book's GitHub repository (git's `url.<base>.insteadOf`), a stand-in `google.colab`
@@ -10,6 +12,8 @@ but no GPU. Steps, each timed:
    /content/extending-pytorch and builds the package there with
    `pip install --no-build-isolation -e`, with TORCH_CUDA_ARCH_LIST unset and no GPU.
    That is the build that crashed with IndexError in torch's architecture detection.
+   Without a GPU the build leaves the CUDA kernels out unless asked
+   (build_flags.CUDA_SWITCH); this check asks, to build them as a GPU runtime would.
 2. **The library.** It imports; every operator of the namespace `extending_pytorch` has
    a CPU and a CUDA kernel registered; `cuobjdump` lists the machine code (SASS) and PTX
    embedded for each architecture of `build_flags.DEFAULT_CUDA_ARCH_LIST`.
@@ -50,12 +54,38 @@ CPU_ONLY = {
     ),
 }
 
-sys.path.insert(0, str(REPO / "extensions"))
-from extending_pytorch import build_flags  # noqa: E402  (torch-free)
+
+
+def _load_build_flags():
+    # By path, as setup.py does: importing the package would import torch.
+    import importlib.util
+
+    path = REPO / "extensions" / "extending_pytorch" / "build_flags.py"
+    spec = importlib.util.spec_from_file_location("build_flags", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+build_flags = _load_build_flags()
+
+
+# Written by the Makefile into .venv-cuda: the one environment this check may install into.
+ENVIRONMENT_MARKER = ".check-cuda-environment"
 
 
 class CheckFailed(RuntimeError):
     pass
+
+
+def check_environment() -> None:
+    """Refuse to run outside .venv-cuda: step 1 uninstalls and reinstalls the book's package
+    in the running environment, which would break any other (.venv, a reader's)."""
+    if not (pathlib.Path(sys.prefix) / ENVIRONMENT_MARKER).is_file():
+        raise CheckFailed(
+            f"this Python ({sys.executable}) is not the CUDA build check's environment; it "
+            "would uninstall the book's package from it. Run `make check-cuda`."
+        )
 
 
 def step(title: str):
@@ -118,6 +148,8 @@ def colab_environment(work: pathlib.Path, served: pathlib.Path) -> dict:
     env = dict(os.environ)
     env.pop("TORCH_CUDA_ARCH_LIST", None)  # as on Colab: unset
     env["CUDA_VISIBLE_DEVICES"] = ""  # no GPU, even on a machine that has one
+    # Build the CUDA kernels although no GPU is visible (a reader's CPU runtime leaves them out).
+    env[build_flags.CUDA_SWITCH] = "1"
     env["PYTHONPATH"] = str(stand_in)
     env["PATH"] = f"{pathlib.Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     # git clone https://github.com/<slug>.git fetches the snapshot instead.
@@ -247,7 +279,9 @@ def run_chapters(env: dict, work: pathlib.Path) -> None:
     import nbformat
     from nbclient import NotebookClient
 
-    os.environ.update({k: env[k] for k in ("PYTHONPATH", "CUDA_VISIBLE_DEVICES", "PATH")})
+    os.environ.update(
+        {k: env[k] for k in ("PYTHONPATH", "CUDA_VISIBLE_DEVICES", "PATH", build_flags.CUDA_SWITCH)}
+    )
     os.environ.pop("TORCH_CUDA_ARCH_LIST", None)
     for key in ("GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_0", "GIT_CONFIG_VALUE_0"):
         os.environ[key] = env[key]
@@ -347,6 +381,7 @@ def main() -> int:
     parser.add_argument("--skip-notebooks", action="store_true", help="skip step 3")
     parser.add_argument("--keep", action="store_true", help=f"keep {CHECKOUT} afterwards")
     args = parser.parse_args()
+    check_environment()
     import torch
     from torch.utils.cpp_extension import CUDA_HOME
 

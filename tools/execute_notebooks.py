@@ -4,8 +4,11 @@
     python tools/execute_notebooks.py notebooks/01_*.ipynb # one chapter
 
 Each notebook runs with its own folder as the working directory (as nbval and Jupyter do),
-in a kernel of the Python running this script, and is saved with its new outputs.
-Timing metadata is not recorded, so a re-run changes the file only where an output changed.
+in a kernel of the Python running this script, and is saved with its new outputs and, in each
+code cell's metadata (`execution`), when the cell started and finished. From these,
+tools/chapter_times.py computes how long each chapter takes; the table of the instructors' page
+(book/instructors.md) is rewritten after every run. A re-run therefore changes every code cell's
+timing metadata, not only the outputs that changed.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ def execute(path: pathlib.Path, timeout: int = 1800) -> None:
         notebook,
         timeout=timeout,
         kernel_name="python3",
-        record_timing=False,
+        record_timing=True,
         resources={"metadata": {"path": str(path.parent.resolve())}},
     )
     start = time.perf_counter()
@@ -55,6 +58,10 @@ def main() -> None:
         raise SystemExit("error: no notebooks found")
     for path in paths:
         execute(path)
+    # The instructors' page shows how long each chapter took in its stored run.
+    import chapter_times  # tools/, beside this script
+
+    chapter_times.update(chapter_times.ROOT / "book" / "instructors.md")
 
 
 if __name__ == "__main__":

@@ -8,9 +8,13 @@
 //
 //   dL/dp = -w_ap (a - p),  dL/dn = w_an (a - n),  dL/da = w_ap (a - p) - w_an (a - n)
 //   w_ap = 2 g (push + beta pull),  w_an = 2 g push,
-//   push = [d_ap - d_an >= t1],  pull = [d_ap >= t2].
+//   push = [d_ap - d_an > t1],  pull = [d_ap > t2].
 //
-// The >= matches the subgradient torch.clamp uses at its boundary.
+// At a kink (d_ap - d_an == t1, or d_ap == t2) the loss has no derivative; the
+// strict > picks the subgradient 0 there, the minimum-norm choice that
+// torch.clamp also makes since torch 2.14 (before it, clamp passed the
+// gradient through at its boundary). It is part of this operator's
+// definition: reference.py gives the same on every torch version.
 #pragma once
 
 #if defined(__CUDACC__)
@@ -50,8 +54,8 @@ struct TripletWeights {
 template <typename acc_t>
 EP_HOST_DEVICE TripletWeights<acc_t> triplet_weights(
     acc_t d_ap, acc_t d_an, acc_t g, TripletParams params) {
-  const acc_t push = (d_ap - d_an >= static_cast<acc_t>(params.t1)) ? acc_t(1) : acc_t(0);
-  const acc_t pull = (d_ap >= static_cast<acc_t>(params.t2)) ? acc_t(1) : acc_t(0);
+  const acc_t push = (d_ap - d_an > static_cast<acc_t>(params.t1)) ? acc_t(1) : acc_t(0);
+  const acc_t pull = (d_ap > static_cast<acc_t>(params.t2)) ? acc_t(1) : acc_t(0);
   const acc_t beta = static_cast<acc_t>(params.beta);
   return {acc_t(2) * g * (push + beta * pull), acc_t(2) * g * push};
 }

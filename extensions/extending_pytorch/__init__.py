@@ -12,6 +12,7 @@ from extending_pytorch.reference import (
     TripletHingeLoss,
     check_hyperparameters,
     check_triplet_inputs,
+    floor_at,
     reference_triplet_hinge_loss,
     squared_distance,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "check_hyperparameters",
     "check_triplet_inputs",
     "compare",
+    "floor_at",
     "keep_freed_memory",
     "measured_on",
     "reference_triplet_hinge_loss",

@@ -85,6 +85,36 @@ def use_default_cuda_arch_list(visible_gpus: int, *, announce=print) -> str | No
     return archs
 
 
+# EXTENDING_PYTORCH_CUDA: "1" builds the CUDA kernels (and fails if torch or
+# the toolkit lacks CUDA), "0" never builds them, unset builds them only when
+# they can run here: torch has CUDA, the toolkit is found and a GPU is visible.
+# Without a GPU the kernels cannot run, and compiling them for three
+# architectures costs minutes; chapter 5 runs them through the emulator then.
+CUDA_SWITCH = "EXTENDING_PYTORCH_CUDA"
+
+
+def build_cuda(torch_cuda: str | None, cuda_home: str | None, visible_gpus: int) -> bool:
+    """Whether a build includes the CUDA kernels (see CUDA_SWITCH).
+
+    torch_cuda is torch.version.cuda, cuda_home torch's CUDA_HOME (None when
+    no toolkit is found).
+    """
+    switch = os.environ.get(CUDA_SWITCH, "")
+    if switch not in ("", "0", "1"):
+        raise ValueError(f'{CUDA_SWITCH} must be "0", "1" or unset, got {switch!r}')
+    if switch == "0":
+        return False
+    possible = torch_cuda is not None and cuda_home is not None
+    if switch == "1":
+        if not possible:
+            missing = "a CUDA build of torch" if torch_cuda is None else "the CUDA toolkit (nvcc)"
+            raise RuntimeError(
+                f"{CUDA_SWITCH}=1 asks for the CUDA kernels, but this machine lacks {missing}."
+            )
+        return True
+    return possible and visible_gpus > 0
+
+
 def nvcc_flags() -> list[str]:
     """Flags for nvcc. The GPU architectures come from TORCH_CUDA_ARCH_LIST,
     or, when it is unset, from the GPUs of the building machine (see

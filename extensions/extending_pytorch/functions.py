@@ -94,7 +94,9 @@ class GlobalMaxPool(Function):
         n, c, h, w = ctx.input_shape
         grad = grad_values.reshape(n, c, 1)
         zeros = grad.new_zeros(n, c, h * w)
-        # Out-of-place scatter is differentiable in grad: double backward.
+        # scatter into fresh zeros is differentiable in grad: double
+        # backward works (in place, scatter_, would too; the old version's
+        # .data, which hides the write from autograd, did not).
         grad_x = zeros.scatter(-1, indices.unsqueeze(-1), grad)
         return grad_x.reshape(n, c, h, w)
 
@@ -113,9 +115,10 @@ class TripletHingeLossFunction(Function):
     """The triplet hinge loss with a hand-written, differentiable backward.
 
     Written in the `setup_context` style: `forward` takes no ctx, and
-    `setup_context` saves what backward needs. With `generate_vmap_rule`,
-    torch.func.vmap and torch.func.grad work through it, and torch.compile
-    traces its forward and backward into its graph.
+    `setup_context` saves what backward needs; that is what torch.func.grad
+    and jacrev need. `generate_vmap_rule` adds torch.func.vmap (and so
+    per-sample gradients). torch.compile traces its forward and backward
+    into its graph.
     """
 
     generate_vmap_rule = True
@@ -147,9 +150,10 @@ class TripletHingeLossFunction(Function):
         diff_p, diff_n = anchor - positive, anchor - negative
         d_ap = diff_p.pow(2).sum(dim=-1)
         d_an = diff_n.pow(2).sum(dim=-1)
-        # clamp passes the gradient where x >= the bound: same choice here.
-        push = (d_ap - d_an >= ctx.t1).to(anchor.dtype)
-        pull = (d_ap >= ctx.t2).to(anchor.dtype)
+        # 1 strictly above the bound, 0 at it: the loss's subgradient at
+        # its kinks (reference.py, and chapter 1, explain the choice).
+        push = (d_ap - d_an > ctx.t1).to(anchor.dtype)
+        pull = (d_ap > ctx.t2).to(anchor.dtype)
         g = grad_output  # dL/d(loss_i): a scalar, or one value per triplet
         if ctx.reduction == "mean":
             g = g / anchor.shape[0]
@@ -188,7 +192,8 @@ class TripletHingeLossFunctionWithJvp(TripletHingeLossFunction):
     @staticmethod
     def jvp(ctx, tangent_a, tangent_p, tangent_n, *_):
         # Forward mode: the loss's change along tangents of the inputs.
-        # A tangent is None for an input that has none (treated as zero).
+        # A tensor input without a tangent receives a zero-filled one (as of
+        # torch 2.13 to 2.15); the None branch below is only a safeguard.
         anchor, positive, negative = ctx.saved_tensors
         zero = torch.zeros_like(anchor)
         ta, tp, tn = (
@@ -197,8 +202,8 @@ class TripletHingeLossFunctionWithJvp(TripletHingeLossFunction):
         diff_p, diff_n = anchor - positive, anchor - negative
         d_ap = diff_p.pow(2).sum(dim=-1)
         d_an = diff_n.pow(2).sum(dim=-1)
-        push = (d_ap - d_an >= ctx.t1).to(anchor.dtype)
-        pull = (d_ap >= ctx.t2).to(anchor.dtype)
+        push = (d_ap - d_an > ctx.t1).to(anchor.dtype)
+        pull = (d_ap > ctx.t2).to(anchor.dtype)
         # d(d_ap) = 2 (a - p) . (ta - tp), and likewise for d_an.
         dd_ap = 2 * (diff_p * (ta - tp)).sum(dim=-1)
         dd_an = 2 * (diff_n * (ta - tn)).sum(dim=-1)

@@ -152,8 +152,8 @@ def load_jit(name: str, *, verbose=False):
 
 
 def with_cuda() -> bool:
-    """Whether builds include the CUDA kernels: torch and toolkit have CUDA."""
+    """Whether builds include the CUDA kernels (build_flags.build_cuda)."""
     import torch
     from torch.utils.cpp_extension import CUDA_HOME
 
-    return torch.version.cuda is not None and CUDA_HOME is not None
+    return build_flags.build_cuda(torch.version.cuda, CUDA_HOME, torch.cuda.device_count())

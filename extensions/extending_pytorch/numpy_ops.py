@@ -102,9 +102,10 @@ def triplet_hinge_backward_np(g, a, p, n, t1, t2, beta):
     diff_p, diff_n = a - p, a - n
     d_ap = np.sum(diff_p**2, axis=1)
     d_an = np.sum(diff_n**2, axis=1)
-    # Like torch.clamp, pass the gradient through where x >= the bound.
-    push = d_ap - d_an >= t1
-    pull = d_ap >= t2
+    # The loss's subgradient: 1 strictly above the bound, 0 at it and below
+    # (reference.py explains the choice).
+    push = d_ap - d_an > t1
+    pull = d_ap > t2
     # dL/dd_ap = g (push + beta pull), dL/dd_an = -g push, per triplet.
     w_ap = (2 * g * (push + beta * pull)).astype(a.dtype)[:, None]
     w_an = (2 * g * push).astype(a.dtype)[:, None]

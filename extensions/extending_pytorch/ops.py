@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from extending_pytorch.native import load_ops
-from extending_pytorch.reference import TripletHingeLoss, check_hyperparameters
+from extending_pytorch.reference import TripletHingeLoss, check_hyperparameters, check_triplet_inputs
 
 # Defines torch.ops.extending_pytorch.*; if unbuilt, says how to build.
 load_ops()
@@ -27,10 +27,17 @@ triplet_hinge_loss_backward_op = (
 )
 
 
+def _check_fake_inputs(anchor, positive, negative):
+    # The checks the C++ kernel makes (dimensions, matching shapes, dtypes and
+    # devices), so that under torch.compile or export a mismatch is reported
+    # while tracing, naming the argument, and not only when the kernel runs.
+    check_triplet_inputs(anchor, positive, negative)
+
+
 @torch.library.register_fake("extending_pytorch::triplet_hinge_loss")
 def _(anchor, positive, negative, t1, t2, beta, reduction="mean"):
-    # Shapes only: a scalar, or one value per triplet.
-    torch._check(anchor.dim() == 2, lambda: "anchor must be 2-D (batch, dim)")
+    # A scalar, or one value per triplet.
+    _check_fake_inputs(anchor, positive, negative)
     if reduction == "none":
         return anchor.new_empty(anchor.shape[0])
     return anchor.new_empty(())
@@ -100,8 +107,8 @@ def _backward_of_backward(ctx, grad_ga, grad_gp, grad_gn):
     grad_gn = zeros if grad_gn is None else grad_gn.to(acc)
     diff_p, diff_n = anchor - positive, anchor - negative
     d_ap, d_an = diff_p.pow(2).sum(-1), diff_n.pow(2).sum(-1)
-    push = (d_ap - d_an >= t1).to(acc)
-    pull = (d_ap >= t2).to(acc)
+    push = (d_ap - d_an > t1).to(acc)
+    pull = (d_ap > t2).to(acc)
     batch = anchor.shape[0]
     # An empty batch has nothing to differentiate; its "mean" scale is moot.
     scale = 1.0 / batch if reduction == "mean" and batch > 0 else 1.0
@@ -159,7 +166,7 @@ triplet_hinge_loss_with_grads_op = (
 
 @torch.library.register_fake("extending_pytorch::triplet_hinge_loss_with_grads")
 def _(anchor, positive, negative, t1, t2, beta, reduction, output_mask):
-    torch._check(anchor.dim() == 2, lambda: "anchor must be 2-D (batch, dim)")
+    _check_fake_inputs(anchor, positive, negative)
     if reduction == "none":
         loss = anchor.new_empty(anchor.shape[0])
     else:
@@ -285,13 +292,18 @@ class CppTripletHingeLoss(TripletHingeLoss):
     loss_function = staticmethod(triplet_hinge_loss)
 
 
-# Autocast. Under torch.autocast("cpu", dtype=torch.bfloat16) a model's layers
-# run in bfloat16 and hand the loss bfloat16 embeddings. Like torch's own
-# losses (triplet_margin_loss is on autocast's float32 list), the operator
-# then computes in float32: the squared distances sum D products, which in
-# bfloat16 (8 significant bits) would lose most of their digits. The casts
-# are ordinary differentiable ops, so gradients reach the bfloat16
-# embeddings in bfloat16.
+# Autocast. Under torch.autocast("cpu", dtype=torch.bfloat16), or
+# torch.autocast("cuda", dtype=torch.float16 or torch.bfloat16), a model's
+# layers run in lower precision and hand the loss lower-precision embeddings.
+# Like torch's own losses (triplet_margin_loss is on autocast's float32 list),
+# the operator then computes in float32, on either device: the squared
+# distances sum D products, which in bfloat16 (8 significant bits) would lose
+# most of their digits and in float16 can overflow (65504). Casting every
+# floating-point input also lets float16 activations meet a float32 tensor
+# (a bank of negatives), which the kernels refuse as a dtype mismatch. The
+# casts are ordinary differentiable ops, so gradients reach the embeddings in
+# their own dtype.
 # grad_in_forward's operator follows the same rule.
 for _name in ("triplet_hinge_loss", "triplet_hinge_loss_with_grads"):
-    torch.library.register_autocast(f"extending_pytorch::{_name}", "cpu", torch.float32)
+    for _device in ("cpu", "cuda"):
+        torch.library.register_autocast(f"extending_pytorch::{_name}", _device, torch.float32)

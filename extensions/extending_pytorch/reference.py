@@ -7,6 +7,11 @@ row of D numbers,
     loss_i = max(d_ap - d_an, t1) + beta * max(d_ap, t2)
 
 and the batch loss is the mean (or sum) of loss_i. Chapter 1 derives it.
+
+At its two kinks (d_ap - d_an == t1, d_ap == t2) the loss has no derivative,
+so its definition includes a subgradient: 0 at the kink, the minimum-norm
+choice (relu, hardtanh and, since torch 2.14, clamp make it too). Every
+implementation in this book computes that one, on every supported torch.
 """
 
 from __future__ import annotations
@@ -101,6 +106,16 @@ def squared_distance(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return (x - y).pow(2).sum(dim=-1)
 
 
+def floor_at(x: torch.Tensor, floor: float) -> torch.Tensor:
+    """max(x, floor) whose gradient is 1 where x > floor, 0 elsewhere.
+
+    The value is torch.clamp(x, min=floor)'s, NaN included. The gradient is
+    not left to clamp: torch 2.14 changed clamp's at the boundary x == floor
+    from 1 to 0, and a reference must not change with the torch version.
+    """
+    return torch.where(x > floor, x, x.detach().clamp(min=floor))
+
+
 def reference_triplet_hinge_loss(
     anchor: torch.Tensor,
     positive: torch.Tensor,
@@ -121,8 +136,8 @@ def reference_triplet_hinge_loss(
     check_triplet_inputs(anchor, positive, negative)
     d_ap = squared_distance(anchor, positive)
     d_an = squared_distance(anchor, negative)
-    push = torch.clamp(d_ap - d_an, min=t1)
-    pull = torch.clamp(d_ap, min=t2)
+    push = floor_at(d_ap - d_an, t1)
+    pull = floor_at(d_ap, t2)
     per_triplet = push + beta * pull
     if reduction == "mean":
         return per_triplet.mean()

@@ -10,12 +10,16 @@ Where no CUDA device is present, the kernels run on the CPU through Triton's
 interpreter (TRITON_INTERPRET=1): every `tl.*` call is executed by numpy, one
 program after another. It is slow, but it runs the kernels' indexing, masks,
 strides and reductions, so the CPU tests check the code the GPU compiles.
+What the GPU would run can still be read without one: `compile_for_gpu`
+compiles a kernel for a chosen GPU (in a process where TRITON_INTERPRET=0)
+and returns its PTX.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import struct
 
 import torch
 from torch import Tensor
@@ -42,6 +46,20 @@ DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 # ---- The kernels -----------------------------------------------------------
+
+
+@triton.jit
+def _from_bits(bits, dtype: tl.constexpr):
+    """The float64 whose 64 bits are the integer `bits`, converted to `dtype`.
+
+    A Python float reaches a compiled kernel as a float32 argument, so t1, t2
+    and beta travel as the bits of their float64 value instead (see
+    `_hyperparameters`). Launchers differ in how they pass that integer (int64
+    here, thanks to the annotation; torch.compile's may pass an int32, or
+    compile in a 1), so it is first made an int64 of the same value.
+    """
+    as_int64 = tl.full([], bits, tl.int64)
+    return as_int64.to(tl.float64, bitcast=True).to(dtype)
 
 
 @triton.jit
@@ -77,7 +95,13 @@ def _row_distances(
     return tl.sum(sum_p, axis=0), tl.sum(sum_n, axis=0)
 
 
-@triton.jit
+# The hyper-parameters' bits and the autotuner's batch key are values, not
+# shapes: compiling a kernel per value (Triton specialises an integer that is
+# 1 or divisible by 16) would only cost compilations.
+_SCALARS = ["t1_bits", "t2_bits", "beta_bits", "batch_bucket"]
+
+
+@triton.jit(do_not_specialize=_SCALARS)
 def _forward_kernel(
     a_ptr,  # anchor, (B, D), any strides
     p_ptr,  # positive
@@ -90,16 +114,19 @@ def _forward_kernel(
     p_col_stride,
     n_row_stride,
     n_col_stride,
-    params_ptr,  # (t1, t2, beta): a tensor of the accumulation dtype
+    t1_bits: tl.int64,  # t1, t2 and beta: the bits of their float64 values
+    t2_bits: tl.int64,
+    beta_bits: tl.int64,
+    batch_bucket,  # not read: B rounded up to a power of 2, the autotuner's key
     BLOCK_D: tl.constexpr,
     FP64: tl.constexpr,
 ):
     # One program per row; 64-bit, so that row * stride cannot overflow.
     row = tl.program_id(0).to(tl.int64)
-    # Loaded, not passed as Python floats: those become float32 arguments.
-    t1 = tl.load(params_ptr)
-    t2 = tl.load(params_ptr + 1)
-    beta = tl.load(params_ptr + 2)
+    acc_dtype = tl.float64 if FP64 else tl.float32
+    t1 = _from_bits(t1_bits, acc_dtype)
+    t2 = _from_bits(t2_bits, acc_dtype)
+    beta = _from_bits(beta_bits, acc_dtype)
     d_ap, d_an = _row_distances(
         a_ptr + row * a_row_stride,
         p_ptr + row * p_row_stride,
@@ -114,17 +141,18 @@ def _forward_kernel(
     diff = d_ap - d_an
     # max(x, t) written as a comparison, as in triplet_math.h: diff < t1 is
     # False for a NaN, so a NaN distance gives a NaN loss, as torch.clamp
-    # does. tl.maximum's default (propagate_nan=NONE) compiles to a max that
-    # returns the other operand when one is NaN.
+    # does. tl.maximum's default (propagate_nan=NONE) returns the other
+    # operand when one is NaN.
     push = tl.where(diff < t1, t1, diff)
     pull = tl.where(d_ap < t2, t2, d_ap)
     tl.store(out_ptr + row, push + beta * pull)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=_SCALARS + ["grad_divisor"])
 def _backward_kernel(
     grad_out_ptr,  # the upstream gradient: one per row, or one for all
     grad_out_stride,  # its stride for one per row; 0 for a scalar
+    grad_divisor: tl.int64,  # B for reduction="mean", else 1
     a_ptr,
     p_ptr,
     n_ptr,
@@ -138,14 +166,18 @@ def _backward_kernel(
     p_col_stride,
     n_row_stride,
     n_col_stride,
-    params_ptr,  # (t1, t2, beta), as in the forward kernel
+    t1_bits: tl.int64,  # as in the forward kernel
+    t2_bits: tl.int64,
+    beta_bits: tl.int64,
+    batch_bucket,
     BLOCK_D: tl.constexpr,
     FP64: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
-    t1 = tl.load(params_ptr)
-    t2 = tl.load(params_ptr + 1)
-    beta = tl.load(params_ptr + 2)
+    acc_dtype = tl.float64 if FP64 else tl.float32
+    t1 = _from_bits(t1_bits, acc_dtype)
+    t2 = _from_bits(t2_bits, acc_dtype)
+    beta = _from_bits(beta_bits, acc_dtype)
     a_row = a_ptr + row * a_row_stride
     p_row = p_ptr + row * p_row_stride
     n_row = n_ptr + row * n_row_stride
@@ -160,11 +192,12 @@ def _backward_kernel(
         BLOCK_D,
         FP64,
     )
-    acc_dtype = tl.float64 if FP64 else tl.float32
-    g = tl.load(grad_out_ptr + row * grad_out_stride).to(acc_dtype)
-    # The weights of triplet_math.h; >= is torch.clamp's subgradient.
-    push = tl.where(d_ap - d_an >= t1, 1.0, 0.0)
-    pull = tl.where(d_ap >= t2, 1.0, 0.0)
+    # The mean's 1 / B is applied here, in the accumulation dtype: in float16,
+    # grad / B underflows to 0 for a small gradient or a large batch.
+    g = tl.load(grad_out_ptr + row * grad_out_stride).to(acc_dtype) / grad_divisor
+    # The weights of triplet_math.h: 1 strictly above the bound, 0 at it.
+    push = tl.where(d_ap - d_an > t1, 1.0, 0.0)
+    pull = tl.where(d_ap > t2, 1.0, 0.0)
     w_ap = 2.0 * g * (push + beta * pull)
     w_an = 2.0 * g * push
     out_row = row * dim  # the gradients are contiguous
@@ -196,28 +229,76 @@ if INTERPRETED and not isinstance(tl.sum, InterpretedFunction):
         "extending_pytorch.triton_ops before anything that imports triton."
     )
 
+# ---- Autotuning ------------------------------------------------------------
+
 # On a GPU, triton.autotune times each configuration the first time it sees a
-# new key, and keeps the fastest: how many columns a program takes at once and
-# how many warps (32 threads each) share them. The key is `dim` plus, always,
-# the dtype of every tensor argument. A key name that is not an argument is
-# dropped without a word, so the tests check these names. Autotuning needs a
-# GPU to time on (without one it raises "0 active drivers"), so the
-# interpreter gets one fixed block size instead.
+# new key, and keeps the fastest: how many columns a program takes at once
+# (BLOCK_D) and how many warps (32 threads each) share them. The compiler
+# spreads a block's BLOCK_D elements over the num_warps * 32 threads, so each
+# thread loads BLOCK_D * itemsize / (32 * num_warps) bytes of each input per
+# step. A 128-bit load (ld.global.v4.b32, chapter 5's float4) needs 16 of
+# them: fewer, and the loads are narrower however aligned the rows are. At
+# most 64 (four 128-bit loads per input): there the backward kernel needs 80
+# to 126 registers (sm_90a, Triton 3.9); at 128 bytes about 165, which halves
+# how many warps a multiprocessor can keep resident, and at 256 (float64, 1024
+# columns on one warp) it runs out of its 255 and spills to memory. Those
+# two bounds, per dtype, choose the configurations tried from the candidates
+# below, and so does the row: no block longer than the row rounded up to a
+# power of 2 (lanes past it would only be masked off). tests/test_triton_ptx.py
+# compiles the configurations and reads the loads and the spills.
+VECTOR_BYTES = 16
+MAX_BYTES_PER_THREAD = 64
 _CONFIGS = [
     triton.Config({"BLOCK_D": block}, num_warps=warps)
-    for block in (128, 256, 512, 1024)
+    for block in (64, 128, 256, 512, 1024, 2048, 4096)
     for warps in (1, 2, 4, 8)
-    # The block's BLOCK_D elements are spread over num_warps * 32 threads; a
-    # smaller block would leave threads without an element.
-    if block >= 32 * warps
 ]
-AUTOTUNE_KEY = ["dim"]
-_forward_tuned = triton.autotune(configs=_CONFIGS, key=AUTOTUNE_KEY)(
-    _forward_kernel
-)
-_backward_tuned = triton.autotune(configs=_CONFIGS, key=AUTOTUNE_KEY)(
-    _backward_kernel
-)
+
+
+def bytes_per_thread(config: triton.Config, dtype: torch.dtype) -> int:
+    """Bytes of one input each thread loads per block step under `config`."""
+    return config.kwargs["BLOCK_D"] * dtype.itemsize // (32 * config.num_warps)
+
+
+def configs_for(dtype: torch.dtype, dim: int, configs=None) -> list:
+    """The configurations the autotuner tries for rows of `dim` elements."""
+    configs = _CONFIGS if configs is None else configs
+    vectorised = [
+        c
+        for c in configs
+        if VECTOR_BYTES <= bytes_per_thread(c, dtype) <= MAX_BYTES_PER_THREAD
+    ]
+    smallest = min(c.kwargs["BLOCK_D"] for c in vectorised)
+    longest = max(triton.next_power_of_2(max(dim, 1)), smallest)
+    return [c for c in vectorised if c.kwargs["BLOCK_D"] <= longest]
+
+
+def _prune(configs, named_args, **kwargs):
+    # triton.autotune's early_config_prune: called once per new key.
+    return configs_for(named_args["a_ptr"].dtype, named_args["dim"], configs)
+
+
+def batch_bucket(batch: int) -> int:
+    """B rounded up to a power of 2: the autotuner's batch key.
+
+    How many programs fill the GPU changes which configuration is fastest
+    (a few rows want more warps each), but tuning for every batch size (the
+    short last batch of an epoch, say) would time every configuration again.
+    """
+    return triton.next_power_of_2(max(batch, 1))
+
+
+# The key: these arguments, plus (Triton adds them) the dtype of every tensor
+# argument. Triton 3.9 rejects a key name that is not an argument of the
+# kernel; earlier releases dropped it without a word (triton-lang/triton#11602),
+# so a typo such as "dimm" would tune once and reuse that choice for every dim.
+AUTOTUNE_KEY = ["dim", "batch_bucket"]
+_forward_tuned = triton.autotune(
+    configs=_CONFIGS, key=AUTOTUNE_KEY, prune_configs_by={"early_config_prune": _prune}
+)(_forward_kernel)
+_backward_tuned = triton.autotune(
+    configs=_CONFIGS, key=AUTOTUNE_KEY, prune_configs_by={"early_config_prune": _prune}
+)(_backward_kernel)
 
 # The interpreter's block: a power of 2, at most 64, so rows longer than 64
 # take several blocks and the last one is masked (tests use such rows).
@@ -267,6 +348,43 @@ def record_launches():
         yield launches
     finally:
         kind.run = original
+
+
+def compile_for_gpu(kernel, *args, arch: int = 90, num_warps: int = 4, **constexprs):
+    """Compile `kernel` for an NVIDIA GPU of compute capability `arch`, without one.
+
+    `args` are the launch's arguments, tensors included (on any device: only
+    their dtype and whether their address is a multiple of 16 bytes matter),
+    and Triton specialises them exactly as a launch would (an integer 1
+    compiled in, "divisible by 16" hints). Returns Triton's CompiledKernel:
+    `.asm["ptx"]` is the GPU assembly, `.asm["cubin"]` the binary. `arch` is
+    80 for an A100, 90 for an H100.
+
+    Needs the compiler, not the interpreter: run it in a process started with
+    TRITON_INTERPRET=0. It uses the launcher's internals
+    (`create_function_from_signature`, `JITFunction._pack_args`), as
+    Triton's own compile-only tests do; they may change between releases.
+    """
+    if INTERPRETED:
+        raise RuntimeError(
+            "compile_for_gpu needs Triton's compiler, but this process runs the "
+            "interpreter (TRITON_INTERPRET=1): call it in a process started with "
+            "TRITON_INTERPRET=0"
+        )
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource, make_backend
+    from triton.runtime.jit import create_function_from_signature
+
+    target = GPUTarget("cuda", arch, 32)
+    backend = make_backend(target)
+    kwargs = dict(constexprs, num_warps=num_warps)
+    binder = create_function_from_signature(kernel.signature, kernel.params, backend)
+    bound, specialization, options = binder(*args, **kwargs)
+    options, signature, constants, attrs = kernel._pack_args(
+        backend, kwargs, bound, specialization, options
+    )
+    source = ASTSource(kernel, signature, constants, attrs)
+    return triton.compile(source, target=target, options=options.__dict__)
 
 
 # ---- Checks ----------------------------------------------------------------
@@ -349,21 +467,32 @@ def _block(dim: int) -> dict:
     return dict(BLOCK_D=interpreter_block(dim)) if INTERPRETED else {}
 
 
-def _params(anchor: Tensor, t1: float, t2: float, beta: float) -> Tensor:
-    # Triton types a Python float argument as float32: t2 = 0.5 + 2**-40
-    # would reach a float64 kernel as 0.5. A tensor of the accumulation
-    # dtype (float64 for float64 inputs, float32 otherwise) keeps every bit.
-    dtype = torch.float64 if anchor.dtype == torch.float64 else torch.float32
-    return torch.tensor([t1, t2, beta], dtype=dtype, device=anchor.device)
+def _float64_bits(value: float) -> int:
+    # The 64 bits of a float64, read as a signed integer. No tensor: nothing
+    # is copied to the device per call, and CUDA graphs can capture the call.
+    return struct.unpack("<q", struct.pack("<d", float(value)))[0]
+
+
+def _hyperparameters(t1: float, t2: float, beta: float) -> dict:
+    """t1, t2 and beta as the kernels take them: the bits of their float64 values.
+
+    Triton passes a Python float to a compiled kernel as a float32: t2 =
+    0.5 + 2**-40 would reach a float64 kernel as 0.5. The bits keep every
+    one, and the kernels round them to float32 themselves for 16- and
+    32-bit inputs (as torch does when it compares a float32 tensor with a
+    Python float).
+    """
+    return dict(
+        t1_bits=_float64_bits(t1),
+        t2_bits=_float64_bits(t2),
+        beta_bits=_float64_bits(beta),
+    )
 
 
 # ---- The operators ---------------------------------------------------------
 
 
-@torch.library.triton_op(
-    "extending_pytorch::triplet_hinge_loss_triton", mutates_args=()
-)
-def _triplet_op(
+def _triplet_forward(
     anchor: Tensor,
     positive: Tensor,
     negative: Tensor,
@@ -386,7 +515,8 @@ def _triplet_op(
             per_row,
             dim,
             *_layout(anchor, positive, negative),
-            _params(anchor, t1, t2, beta),
+            **_hyperparameters(t1, t2, beta),
+            batch_bucket=batch_bucket(batch),
             FP64=anchor.dtype == torch.float64,
             **_block(dim),
         )
@@ -397,10 +527,7 @@ def _triplet_op(
     return per_row.sum() if reduction == "sum" else per_row.mean()
 
 
-@torch.library.triton_op(
-    "extending_pytorch::triplet_hinge_loss_triton_backward", mutates_args=()
-)
-def _triplet_backward_op(
+def _triplet_backward(
     grad_output: Tensor,
     anchor: Tensor,
     positive: Tensor,
@@ -420,25 +547,37 @@ def _triplet_backward_op(
         for _ in range(3)
     ]
     if batch > 0:
-        if reduction == "mean":
-            # Scaled here, in the input's dtype: 1 / batch as a Python float
-            # would reach the kernel as a float32 argument (see _params).
-            grad_output = grad_output / batch
         kernel = _backward_kernel if INTERPRETED else _backward_tuned
         wrap_triton(kernel)[(batch,)](
             grad_output,
             grad_output.stride(0) if reduction == "none" else 0,
+            # The mean's 1 / B, applied by the kernel in the accumulation
+            # dtype (grad_output / batch here would divide in float16).
+            batch if reduction == "mean" else 1,
             anchor,
             positive,
             negative,
             *grads,
             dim,
             *_layout(anchor, positive, negative),
-            _params(anchor, t1, t2, beta),
+            **_hyperparameters(t1, t2, beta),
+            batch_bucket=batch_bucket(batch),
             FP64=anchor.dtype == torch.float64,
             **_block(dim),
         )
     return grads[0], grads[1], grads[2]
+
+
+# The operators: the two functions above, registered with triton_op (which
+# reads their schema from the annotations). Called directly, the functions
+# launch the kernels as plain Python; through the operators, torch.compile
+# on a GPU traces into them.
+_triplet_op = torch.library.triton_op(
+    "extending_pytorch::triplet_hinge_loss_triton", mutates_args=()
+)(_triplet_forward)
+_triplet_backward_op = torch.library.triton_op(
+    "extending_pytorch::triplet_hinge_loss_triton_backward", mutates_args=()
+)(_triplet_backward)
 
 
 # Interpreter only: fake implementations that compute shapes.

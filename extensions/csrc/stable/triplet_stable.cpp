@@ -18,6 +18,10 @@
 //   at::opmath_type                    a three-line trait
 //   per_triplet.mean() / .sum()        a loop: the stable ops have no mean
 //
+// The CUDA kernels (triplet_stable_cuda.cpp, in CUDA builds of the wheel) are
+// registered on the same operators; both files check their inputs with
+// triplet_stable_checks.h.
+//
 // Only torch/csrc/stable and torch/headeronly are included, and the build
 // defines TORCH_TARGET_VERSION, so any use of an API newer than the target
 // fails to compile instead of failing to load.
@@ -34,14 +38,13 @@
 
 #include <cmath>
 #include <cstdint>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
-#include <vector>
 
 #include "../triplet_math.h"
+#include "triplet_stable_checks.h"
 
 // Makes the shared library importable as extending_pytorch_stable._C. Like
 // the ATen package's _C it is empty: importing it runs the registrations
@@ -82,8 +85,6 @@ extern "C" PyMODINIT_FUNC PyInit__C(void) {
 namespace extending_pytorch_stable {
 namespace {
 
-using torch::stable::Tensor;
-using torch::headeronly::ScalarType;
 using extending_pytorch::TripletParams;
 using extending_pytorch::TripletWeights;
 
@@ -100,53 +101,6 @@ template <>
 struct Acc<torch::headeronly::BFloat16> {
   using type = float;
 };
-
-std::string shape_of(const Tensor& t) {
-  std::ostringstream out;
-  out << "[";
-  for (int64_t d = 0; d < t.dim(); ++d) {
-    out << (d ? ", " : "") << t.size(d);
-  }
-  out << "]";
-  return out.str();
-}
-
-bool is_floating(ScalarType type) {
-  return type == ScalarType::Float || type == ScalarType::Double ||
-         type == ScalarType::Half || type == ScalarType::BFloat16;
-}
-
-void check_inputs(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
-                  double t1, double t2, double beta, std::string_view reduction) {
-  const std::pair<const char*, const Tensor*> inputs[] = {
-      {"anchor", &anchor}, {"positive", &positive}, {"negative", &negative}};
-  for (const auto& [name, tensor] : inputs) {
-    STD_TORCH_CHECK(tensor->dim() == 2, "triplet_hinge_loss: ", name,
-                    " must be 2-D (batch, dim), got ", tensor->dim(), "-D with shape ",
-                    shape_of(*tensor));
-    STD_TORCH_CHECK(is_floating(tensor->scalar_type()), "triplet_hinge_loss: ", name,
-                    " must have a floating-point dtype (float32, float64, float16 or "
-                    "bfloat16), got ",
-                    torch::headeronly::toString(tensor->scalar_type()));
-  }
-  for (const auto& [name, tensor] : {inputs[1], inputs[2]}) {
-    STD_TORCH_CHECK(tensor->size(0) == anchor.size(0) && tensor->size(1) == anchor.size(1),
-                    "triplet_hinge_loss: ", name, " must have the same shape as anchor ",
-                    shape_of(anchor), ", got ", shape_of(*tensor));
-    STD_TORCH_CHECK(tensor->scalar_type() == anchor.scalar_type(), "triplet_hinge_loss: ",
-                    name, " must have the same dtype as anchor (",
-                    torch::headeronly::toString(anchor.scalar_type()), "), got ",
-                    torch::headeronly::toString(tensor->scalar_type()));
-    STD_TORCH_CHECK(tensor->is_cpu(), "triplet_hinge_loss: ", name,
-                    " must be on the CPU like anchor");
-  }
-  STD_TORCH_CHECK(reduction == "mean" || reduction == "sum" || reduction == "none",
-                  "triplet_hinge_loss: reduction must be 'mean', 'sum' or 'none', got '",
-                  std::string(reduction), "'");
-  STD_TORCH_CHECK(std::isfinite(t1) && std::isfinite(t2) && std::isfinite(beta),
-                  "triplet_hinge_loss: t1, t2 and beta must be finite, got t1=", t1,
-                  ", t2=", t2, ", beta=", beta);
-}
 
 // Rows per task: about 32K elements each, as in the ATen operator.
 int64_t grain_size(int64_t dim) {
@@ -225,19 +179,32 @@ void gradients_strided(const scalar_t* a, int64_t sa, const scalar_t* p, int64_t
   }
 }
 
+// One (batch, dim) input as the row loops see it: its data pointer and
+// strides, read once per call. Each Tensor method is a call through the C shim
+// into libtorch (an exported function, not an inline accessor), so the loops
+// must not call them per row.
+template <typename scalar_t>
+struct Rows {
+  const scalar_t* data;
+  int64_t row_stride;
+  int64_t col_stride;
+  const scalar_t* row(int64_t i) const { return data + i * row_stride; }
+};
+
+template <typename scalar_t>
+Rows<scalar_t> rows_of(const Tensor& t) {
+  return {t.const_data_ptr<scalar_t>(), t.stride(0), t.stride(1)};
+}
+
 // Both squared distances of row i, any strides; no input is copied.
 template <typename scalar_t, typename acc_t>
-void row_distances(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
-                   int64_t i, bool contiguous_rows, acc_t& d_ap, acc_t& d_an) {
-  const scalar_t* a = anchor.const_data_ptr<scalar_t>() + i * anchor.stride(0);
-  const scalar_t* p = positive.const_data_ptr<scalar_t>() + i * positive.stride(0);
-  const scalar_t* n = negative.const_data_ptr<scalar_t>() + i * negative.stride(0);
-  const int64_t dim = anchor.size(1);
+void row_distances(const Rows<scalar_t>& a, const Rows<scalar_t>& p, const Rows<scalar_t>& n,
+                   int64_t i, int64_t dim, bool contiguous_rows, acc_t& d_ap, acc_t& d_an) {
   if (contiguous_rows) {
-    distances_contiguous<scalar_t, acc_t>(a, p, n, dim, d_ap, d_an);
+    distances_contiguous<scalar_t, acc_t>(a.row(i), p.row(i), n.row(i), dim, d_ap, d_an);
   } else {
-    distances_strided<scalar_t, acc_t>(a, anchor.stride(1), p, positive.stride(1), n,
-                                       negative.stride(1), dim, d_ap, d_an);
+    distances_strided<scalar_t, acc_t>(a.row(i), a.col_stride, p.row(i), p.col_stride,
+                                       n.row(i), n.col_stride, dim, d_ap, d_an);
   }
 }
 
@@ -248,8 +215,9 @@ void row_distances(const Tensor& anchor, const Tensor& positive, const Tensor& n
 Tensor triplet_forward_cpu(const Tensor& anchor, const Tensor& positive,
                            const Tensor& negative, double t1, double t2, double beta,
                            std::string_view reduction) {
-  check_inputs(anchor, positive, negative, t1, t2, beta, reduction);
+  check_inputs(anchor, positive, negative, t1, t2, beta, reduction, Backend::CPU);
   const int64_t batch = anchor.size(0);
+  const int64_t dim = anchor.size(1);
   const TripletParams params{t1, t2, beta};
   const bool contiguous_rows =
       unit_inner_stride(anchor) && unit_inner_stride(positive) && unit_inner_stride(negative);
@@ -258,19 +226,17 @@ Tensor triplet_forward_cpu(const Tensor& anchor, const Tensor& positive,
   Tensor result = keep_rows ? per_triplet : torch::stable::new_empty(anchor, {});
   EP_DISPATCH_FLOATING_TYPES(anchor.scalar_type(), "triplet_forward_cpu", [&] {
     using acc_t = typename Acc<scalar_t>::type;
+    const Rows<scalar_t> a = rows_of<scalar_t>(anchor);
+    const Rows<scalar_t> p = rows_of<scalar_t>(positive);
+    const Rows<scalar_t> n = rows_of<scalar_t>(negative);
     scalar_t* out = per_triplet.mutable_data_ptr<scalar_t>();
-    torch::stable::parallel_for(0, batch, grain_size(anchor.size(1)),
-                                [&](int64_t begin, int64_t end) {
-                                  for (int64_t i = begin; i < end; ++i) {
-                                    acc_t d_ap, d_an;
-                                    row_distances<scalar_t, acc_t>(anchor, positive, negative,
-                                                                   i, contiguous_rows, d_ap,
-                                                                   d_an);
-                                    out[i] = static_cast<scalar_t>(
-                                        extending_pytorch::triplet_loss<acc_t>(d_ap, d_an,
-                                                                               params));
-                                  }
-                                });
+    torch::stable::parallel_for(0, batch, grain_size(dim), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        acc_t d_ap, d_an;
+        row_distances<scalar_t, acc_t>(a, p, n, i, dim, contiguous_rows, d_ap, d_an);
+        out[i] = static_cast<scalar_t>(extending_pytorch::triplet_loss<acc_t>(d_ap, d_an, params));
+      }
+    });
     if (!keep_rows) {
       // The stable ops have sum but no mean: reduce here, in double, in order.
       double total = 0;
@@ -289,26 +255,10 @@ Tensor triplet_forward_cpu(const Tensor& anchor, const Tensor& positive,
 std::tuple<Tensor, Tensor, Tensor> triplet_backward_cpu(
     const Tensor& grad_output, const Tensor& anchor, const Tensor& positive,
     const Tensor& negative, double t1, double t2, double beta, std::string_view reduction) {
-  check_inputs(anchor, positive, negative, t1, t2, beta, reduction);
+  check_inputs(anchor, positive, negative, t1, t2, beta, reduction, Backend::CPU, &grad_output);
   const int64_t batch = anchor.size(0);
   const int64_t dim = anchor.size(1);
   const bool per_row = reduction == "none";
-  if (per_row) {
-    STD_TORCH_CHECK(grad_output.dim() == 1 && grad_output.size(0) == batch,
-                    "triplet_hinge_loss_backward: grad_output must have shape (", batch,
-                    ",) for reduction='none', got ", shape_of(grad_output));
-  } else {
-    STD_TORCH_CHECK(grad_output.numel() == 1,
-                    "triplet_hinge_loss_backward: grad_output must be a scalar for "
-                    "reduction='",
-                    std::string(reduction), "', got shape ", shape_of(grad_output));
-  }
-  STD_TORCH_CHECK(grad_output.scalar_type() == anchor.scalar_type(),
-                  "triplet_hinge_loss_backward: grad_output must have the dtype of anchor (",
-                  torch::headeronly::toString(anchor.scalar_type()), "), got ",
-                  torch::headeronly::toString(grad_output.scalar_type()));
-  STD_TORCH_CHECK(grad_output.is_cpu(),
-                  "triplet_hinge_loss_backward: grad_output must be on the CPU like anchor");
   // Fresh contiguous (B, D) gradients, whatever the inputs' strides.
   Tensor grad_a = torch::stable::new_empty(anchor, {batch, dim});
   Tensor grad_p = torch::stable::new_empty(anchor, {batch, dim});
@@ -320,9 +270,9 @@ std::tuple<Tensor, Tensor, Tensor> triplet_backward_cpu(
   const double scale = reduction == "mean" && batch > 0 ? 1.0 / batch : 1.0;
   EP_DISPATCH_FLOATING_TYPES(anchor.scalar_type(), "triplet_backward_cpu", [&] {
     using acc_t = typename Acc<scalar_t>::type;
-    const scalar_t* a = anchor.const_data_ptr<scalar_t>();
-    const scalar_t* p = positive.const_data_ptr<scalar_t>();
-    const scalar_t* n = negative.const_data_ptr<scalar_t>();
+    const Rows<scalar_t> a = rows_of<scalar_t>(anchor);
+    const Rows<scalar_t> p = rows_of<scalar_t>(positive);
+    const Rows<scalar_t> n = rows_of<scalar_t>(negative);
     const scalar_t* g_data = g.const_data_ptr<scalar_t>();
     scalar_t* ga = grad_a.mutable_data_ptr<scalar_t>();
     scalar_t* gp = grad_p.mutable_data_ptr<scalar_t>();
@@ -330,21 +280,18 @@ std::tuple<Tensor, Tensor, Tensor> triplet_backward_cpu(
     torch::stable::parallel_for(0, batch, grain_size(dim), [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         acc_t d_ap, d_an;
-        row_distances<scalar_t, acc_t>(anchor, positive, negative, i, contiguous_rows, d_ap,
-                                       d_an);
+        row_distances<scalar_t, acc_t>(a, p, n, i, dim, contiguous_rows, d_ap, d_an);
         const acc_t g_i =
             static_cast<acc_t>(g_data[per_row ? i : 0]) * static_cast<acc_t>(scale);
         const TripletWeights<acc_t> w =
             extending_pytorch::triplet_weights<acc_t>(d_ap, d_an, g_i, params);
-        const scalar_t* ar = a + i * anchor.stride(0);
-        const scalar_t* pr = p + i * positive.stride(0);
-        const scalar_t* nr = n + i * negative.stride(0);
         if (contiguous_rows) {
-          gradients_contiguous<scalar_t, acc_t>(ar, pr, nr, dim, w.w_ap, w.w_an, ga + i * dim,
-                                                gp + i * dim, gn + i * dim);
+          gradients_contiguous<scalar_t, acc_t>(a.row(i), p.row(i), n.row(i), dim, w.w_ap,
+                                                w.w_an, ga + i * dim, gp + i * dim,
+                                                gn + i * dim);
         } else {
-          gradients_strided<scalar_t, acc_t>(ar, anchor.stride(1), pr, positive.stride(1), nr,
-                                             negative.stride(1), dim, w.w_ap, w.w_an,
+          gradients_strided<scalar_t, acc_t>(a.row(i), a.col_stride, p.row(i), p.col_stride,
+                                             n.row(i), n.col_stride, dim, w.w_ap, w.w_an,
                                              ga + i * dim, gp + i * dim, gn + i * dim);
         }
       }

@@ -100,8 +100,12 @@ def triplet_hinge_loss(
 
 
 # Autocast: like the ATen operator (and torch's own losses), compute in float32
-# when autocast hands the loss lower-precision embeddings; the squared
-# distances sum D products, which bfloat16 would round to 8 significant bits.
-torch.library.register_autocast(
-    "extending_pytorch_stable::triplet_hinge_loss", "cpu", torch.float32
-)
+# when autocast hands the loss lower-precision embeddings, on the CPU
+# (bfloat16) and on the GPU (float16 or bfloat16): the squared distances sum D
+# products, which bfloat16 would round to 8 significant bits and float16 can
+# overflow (65504). It also lets float16 activations meet a float32 tensor
+# (a bank of negatives), which the kernels would refuse as a dtype mismatch.
+for _device in ("cpu", "cuda"):
+    torch.library.register_autocast(
+        "extending_pytorch_stable::triplet_hinge_loss", _device, torch.float32
+    )

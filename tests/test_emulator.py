@@ -1,0 +1,539 @@
+"""The SIMT emulator: the book's CUDA kernels (.cu, unchanged) run on the CPU.
+
+extensions/csrc/simt/simt.h runs each thread of a block as a fiber and each
+collective as a meeting of the threads it names (extending_pytorch.emulator).
+Here:
+
+- the kernels of triplet.cu and involution.cu against chapter 1's and
+  chapter 7's references, through testing.check_against_reference: every
+  layout, dtype, reduction and output mask in "fast" mode, a representative
+  subset under AddressSanitizer + UBSan ("memory") and ThreadSanitizer
+  ("races"); the grid-stride loop with the grid capped to 1 and 2 blocks; an
+  empty batch; dims that are and are not whole 16-byte packs;
+- the emulator itself, on tiny kernels (tests/emulator/collectives.cu): each
+  broken rule is reported with the .cu file:line, blockIdx and threadIdx, not
+  a hang; correct code computes what CUDA defines.
+
+tools/emulate.py (make emulate) runs this file for every mode.
+EXTENDING_PYTORCH_EMULATOR_MODES=fast,memory picks the modes (default: all
+this machine can build).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import pathlib
+import re
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+import extending_pytorch as ep
+from extending_pytorch import emulator, testing
+from extending_pytorch.simt_rewrite import rewrite
+
+pytestmark = pytest.mark.skipif(
+    not emulator.available(),
+    reason="the emulator needs g++ and CUDA's cuda_fp16.h (emulator.cuda_include_dir)",
+)
+
+KERNELS = pathlib.Path(__file__).parent / "emulator" / "collectives.cu"
+HYPER = dict(t1=-1.0, t2=0.5, beta=0.5)
+
+
+def _mode_available(mode: str) -> bool:
+    try:
+        emulator._runtime_library(mode)
+        emulator.cuda_include_dir()
+    except emulator.EmulatorUnavailable:
+        return False
+    return True
+
+
+def selected_modes() -> list[str]:
+    wanted = os.environ.get("EXTENDING_PYTORCH_EMULATOR_MODES")
+    modes = wanted.split(",") if wanted else list(emulator.MODES)
+    return [m for m in modes if m in emulator.MODES]
+
+
+def modes(*which):
+    """pytest params for the given modes, skipped where not selected or not buildable."""
+    params = []
+    for mode in which or emulator.MODES:
+        marks = []
+        if mode not in selected_modes():
+            marks.append(pytest.mark.skip(reason=f"mode {mode} not selected"))
+        elif not _mode_available(mode):
+            marks.append(pytest.mark.skip(reason=f"no sanitizer runtime for mode {mode}"))
+        params.append(pytest.param(mode, marks=marks, id=mode))
+    return params
+
+
+SANITIZERS = ("memory", "races")
+
+
+@pytest.fixture(autouse=True)
+def _mode_independent_tests_run_with_fast(request):
+    # Tests without a mode (the emulator's semantics, the rewrite, the API)
+    # run once, with the fast mode: tools/emulate.py runs one mode at a time.
+    if "mode" not in request.fixturenames and "fast" not in selected_modes():
+        pytest.skip("runs with the fast mode")
+
+# As tests/test_cuda.py: compared with the reference in float64.
+TOLERANCE = {
+    torch.float32: dict(rtol=1e-5, atol=1e-5),
+    torch.float64: dict(rtol=1e-7, atol=1e-9),
+    torch.float16: dict(rtol=4e-3, atol=1e-3),
+    torch.bfloat16: dict(rtol=3e-2, atol=8e-3),
+}
+
+# 3: no dtype takes it in packs. 8: whole packs for every dtype (4 floats,
+# 2 doubles, 8 halfs). 36: whole packs of floats and doubles, not of halfs.
+DIMS = (3, 8, 36)
+
+
+def check_triplet(layout, position, reduction, dtype, dim, *, batch=37, **options):
+    layouts = ["contiguous"] * 3
+    layouts[position] = layout
+    testing.check_against_reference(
+        functools.partial(emulator.triplet_hinge_loss, **options),
+        tuple(layouts),
+        batch,
+        dim,
+        reduction=reduction,
+        dtype=dtype,
+        seed=position + 3 * dim,
+        reference_dtype=torch.float64,
+        **TOLERANCE[dtype],
+    )
+
+
+# ---- triplet.cu: the full matrix in fast mode ----------------------------------
+
+
+# Catches what test_cuda.py's GPU twin catches, without a GPU: a row read in
+# packs that is not aligned, adjacent or a whole number of packs, a wrong
+# stride, a wrong reduction or scale, for every dtype, with the unusual layout
+# on each input in turn (the position cycles with the reduction).
+@pytest.mark.parametrize("dtype", list(TOLERANCE), ids=str)
+@pytest.mark.parametrize("layout", sorted(testing.LAYOUTS))
+@pytest.mark.parametrize("mode", modes("fast"))
+def test_triplet_layouts_dtypes_reductions(mode, layout, dtype):
+    for dim in DIMS:
+        for position, reduction in enumerate(ep.REDUCTIONS):
+            check_triplet(layout, position, reduction, dtype, dim, mode=mode)
+
+
+# The same under the sanitizers, on a representative subset: every layout
+# once (float32, dim 36), the 16-bit packed and scalar paths, and rows whose
+# last pack is partial (a kernel reading it whole runs past the last row).
+SUBSET = [(layout, torch.float32, 36) for layout in sorted(testing.LAYOUTS)] + [
+    ("contiguous", torch.float16, 8),
+    ("misaligned", torch.float16, 8),
+    ("offset", torch.bfloat16, 3),
+    ("row-padded", torch.float64, 8),
+    # A last partial pack (dim not a whole number of packs) on aligned rows.
+    ("contiguous", torch.float32, 3),
+    ("contiguous", torch.float16, 36),
+]
+
+
+@pytest.mark.parametrize("mode", modes(*SANITIZERS))
+def test_triplet_subset_under_sanitizers(mode):
+    for k, (layout, dtype, dim) in enumerate(SUBSET):
+        check_triplet(layout, k % 3, ep.REDUCTIONS[k % 3], dtype, dim, batch=9, mode=mode)
+
+
+# Catches a kernel that writes through a null gradient pointer or skips a
+# gradient that was asked for, on the packed (contiguous) and element
+# (misaligned) paths. Unwritten elements of a requested gradient are
+# reported by the poison check.
+@pytest.mark.parametrize("layout", ["contiguous", "misaligned"])
+@pytest.mark.parametrize("mode", modes())
+def test_triplet_backward_output_mask(mode, layout):
+    batch = 37 if mode == "fast" else 9
+    _, p = testing.make_view(layout, batch, 64)
+    a, n = torch.randn(2, batch, 64).unbind(0)
+    p = p.detach()
+    grad = torch.tensor(0.5)
+    args = (grad, a, p, n, -1.0, 0.5, 0.5, "mean")
+    full = emulator.triplet_backward(*args, [True] * 3, mode=mode)
+    expected = torch.autograd.grad(
+        ep.reference_triplet_hinge_loss(*(t.requires_grad_() for t in (a, p, n)), **HYPER) * 0.5,
+        (a, p, n),
+    )
+    for got, want in zip(full, expected):
+        assert_close(got, want)
+    masks = range(8) if mode == "fast" else (1, 6)
+    for bits in masks:
+        mask = [bool(bits & 4), bool(bits & 2), bool(bits & 1)]
+        partial = emulator.triplet_backward(*args, mask, mode=mode)
+        for needed, got, want in zip(mask, partial, full):
+            assert (got is None) != needed, mask
+            if needed:
+                assert torch.equal(got, want), mask
+
+
+# Catches a kernel without the grid-stride loop (or with a wrong stride): with
+# gridDim.x capped to 1 or 2 blocks (as a smaller kMaxBlocks would), each warp
+# must take many rows; rows it skips stay poisoned and are reported.
+@pytest.mark.parametrize("max_blocks", [1, 2])
+@pytest.mark.parametrize("mode", modes())
+def test_triplet_grid_stride_loop(mode, max_blocks):
+    check_triplet("contiguous", 0, "none", torch.float32, 36, batch=37, mode=mode,
+                  max_blocks=max_blocks)
+    check_triplet("misaligned", 2, "sum", torch.float16, 3, batch=37, mode=mode,
+                  max_blocks=max_blocks)
+
+
+# Order-dependent bugs show in another schedule: blocks and threads in
+# reverse and in a random order (two seeds).
+@pytest.mark.parametrize("schedule, seed", [("reverse", 0), ("random", 1), ("random", 2)])
+@pytest.mark.parametrize("mode", modes("fast"))
+def test_triplet_schedules(mode, schedule, seed):
+    for layout in ("contiguous", "transposed"):
+        check_triplet(layout, 1, "mean", torch.float32, 36, mode=mode, schedule=schedule, seed=seed)
+
+
+@pytest.mark.parametrize("mode", modes())
+def test_triplet_empty_batch(mode):
+    for reduction in ep.REDUCTIONS:
+        check_triplet("contiguous", 0, reduction, torch.float32, 8, batch=0, mode=mode)
+
+
+def test_triplet_bad_input_is_refused():
+    a = torch.randn(4, 8)
+    with pytest.raises(ValueError, match="positive must have the same shape as anchor"):
+        emulator.triplet_forward(a, torch.randn(4, 9), a, -1.0, 0.5, 0.5, "mean")
+    with pytest.raises(ValueError, match="reduction must be one of"):
+        emulator.triplet_forward(a, a, a, -1.0, 0.5, 0.5, "max")
+    with pytest.raises(ValueError, match="mode must be one of"):
+        emulator.triplet_forward(a, a, a, -1.0, 0.5, 0.5, "mean", mode="slow")
+    with pytest.raises(ValueError, match="schedule must be one of"):
+        emulator.triplet_forward(a, a, a, -1.0, 0.5, 0.5, "mean", schedule="sideways")
+
+
+# ---- involution.cu ----------------------------------------------------------------------
+
+# (batch, channels, groups, height, width, kernel, stride, padding, dilation)
+INVOLUTION_SHAPES = [
+    (2, 4, 2, 7, 6, 3, 1, 1, 1),
+    (1, 6, 3, 9, 8, (3, 2), (2, 1), (0, 1), (2, 1)),
+]
+
+
+def check_involution(shape, dtype, **options):
+    from extending_pytorch.involution import output_size, reference_involution, settings
+
+    b, c, g, h, w, kernel, stride, padding, dilation = shape
+    (sh, sw), (ph, pw), (dh, dw) = settings(stride, padding, dilation)
+    kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
+    oh, ow = output_size(h, kh, sh, ph, dh), output_size(w, kw, sw, pw, dw)
+    generator = torch.Generator().manual_seed(sum(map(hash, map(str, shape))) % 1000)
+    x = torch.randn(b, c, h, w, generator=generator, dtype=torch.float64)
+    weight = torch.randn(b, g, kh, kw, oh, ow, generator=generator, dtype=torch.float64)
+    x, weight = (t.to(dtype).requires_grad_() for t in (x, weight))
+    ours = emulator.involution(x, weight, (sh, sw), (ph, pw), (dh, dw), **options)
+    ref_x, ref_w = (t.detach().double().requires_grad_() for t in (x, weight))
+    expected = reference_involution(ref_x, ref_w, (sh, sw), (ph, pw), (dh, dw))
+    assert ours.dtype == dtype
+    assert_close(ours.double(), expected, **TOLERANCE[dtype])
+    # (Rounded to dtype first: both sides get the same upstream gradient.)
+    upstream = torch.randn(expected.shape, generator=generator, dtype=torch.float64).to(dtype)
+    grads = torch.autograd.grad(ours, (x, weight), upstream)
+    ref_grads = torch.autograd.grad(expected, (ref_x, ref_w), upstream.double())
+    for name, got, want in zip(("input", "weight"), grads, ref_grads):
+        assert_close(got.double(), want, **TOLERANCE[dtype], msg=lambda m: f"grad {name}: {m}")
+
+
+# Catches an indexing bug in any of the three kernels (forward, grad input,
+# grad weight), with stride, padding and dilation that differ per axis.
+@pytest.mark.parametrize("dtype", list(TOLERANCE), ids=str)
+@pytest.mark.parametrize("mode", modes("fast"))
+def test_involution_kernels(mode, dtype):
+    for shape in INVOLUTION_SHAPES:
+        check_involution(shape, dtype, mode=mode)
+
+
+@pytest.mark.parametrize("mode", modes(*SANITIZERS))
+def test_involution_kernels_under_sanitizers(mode):
+    check_involution(INVOLUTION_SHAPES[1], torch.float32, mode=mode)
+    check_involution(INVOLUTION_SHAPES[0], torch.float16, mode=mode)
+
+
+@pytest.mark.parametrize("max_blocks", [1, 2])
+@pytest.mark.parametrize("mode", modes())
+def test_involution_grid_stride_loop(mode, max_blocks):
+    check_involution(INVOLUTION_SHAPES[0], torch.float32, mode=mode, max_blocks=max_blocks)
+
+
+@pytest.mark.parametrize("mode", modes("fast"))
+def test_involution_output_mask(mode):
+    x, weight = torch.randn(2, 4, 5, 5), torch.randn(2, 2, 3, 3, 5, 5)
+    grad = torch.randn(2, 4, 5, 5)
+    full = emulator.involution_backward(grad, x, weight, 1, 1, 1, (True, True), mode=mode)
+    for mask in ((True, False), (False, True), (False, False)):
+        partial = emulator.involution_backward(grad, x, weight, 1, 1, 1, mask, mode=mode)
+        for needed, got, want in zip(mask, partial, full):
+            assert (got is None) != needed
+            if needed:
+                assert torch.equal(got, want)
+
+
+def test_involution_empty_batch():
+    x, weight = torch.randn(0, 4, 5, 5), torch.randn(0, 2, 3, 3, 5, 5)
+    assert emulator.involution_forward(x, weight, 1, 1, 1).shape == (0, 4, 5, 5)
+
+
+# ---- The emulator's own rules: reports, not hangs -----------------------------------------
+
+
+def line_of(marker: str) -> int:
+    for number, line in enumerate(KERNELS.read_text().splitlines(), 1):
+        if line.rstrip().endswith(f"// LINE {marker}"):
+            return number
+    raise AssertionError(marker)
+
+
+@functools.lru_cache(maxsize=None)
+def kernels(mode="fast", schedule="forward"):
+    return emulator.load_source(KERNELS, mode=mode, schedule=schedule, timeout=120)
+
+
+def report(launch) -> str:
+    with pytest.raises(RuntimeError) as caught:
+        launch()
+    return str(caught.value)
+
+
+def assert_points_at(message: str, marker: str, block="(0,0,0)", thread=None):
+    assert f"collectives.cu:{line_of(marker)}" in message, message
+    assert f"blockIdx {block}" in message, message
+    if thread is not None:
+        assert f"threadIdx {thread}" in message, message
+    else:
+        assert re.search(r"threadIdx \(\d+,\d+,\d+\)", message), message
+
+
+@pytest.mark.parametrize("schedule", ["forward", "reverse"])
+def test_lane_exiting_while_the_warp_waits_is_reported(schedule):
+    out = torch.empty(32)
+    message = report(lambda: kernels("fast", schedule).exit_while_waited[1, 32](out))
+    assert_points_at(message, "exit_while_waited")
+    assert "exited" in message and "lane 31" in message
+
+
+def test_lanes_at_different_shuffles_are_reported():
+    message = report(lambda: kernels().diverged_shuffles[1, 32](torch.empty(32)))
+    assert "diverged" in message
+    assert f"collectives.cu:{line_of('diverged_low')}" in message
+    assert_points_at(message, "diverged_high")
+
+
+def test_shuffle_reading_outside_its_mask_is_reported():
+    message = report(lambda: kernels().reads_outside_mask[1, 32](torch.empty(32)))
+    assert_points_at(message, "reads_outside_mask", thread="(0,0,0)")
+    assert "reads lane 16, which is not in its mask 0x0000ffff" in message
+
+
+def test_lane_missing_from_its_own_mask_is_reported():
+    message = report(lambda: kernels().lane_not_in_mask[1, 32](torch.empty(32)))
+    assert_points_at(message, "lane_not_in_mask", thread="(0,0,0)")
+    assert "is not in the mask 0xfffffffe" in message
+
+
+def test_mask_naming_lanes_of_a_partial_warp_is_reported():
+    message = report(lambda: kernels().partial_warp_full_mask[1, 48](torch.empty(48)))
+    assert_points_at(message, "partial_warp", thread="(32,0,0)")
+    assert "does not exist" in message
+
+
+@pytest.mark.parametrize("schedule", ["forward", "reverse"])
+def test_barrier_not_every_thread_reaches_is_reported(schedule):
+    message = report(lambda: kernels("fast", schedule).barrier_not_reached[(2, 1), 64](torch.empty(64)))
+    # (The reverse schedule runs the last block first.)
+    assert_points_at(message, "barrier_not_reached", block="(0,0,0)" if schedule == "forward" else "(1,0,0)")
+    assert "not every thread of the block reaches" in message
+
+
+def test_threads_at_different_barriers_are_reported():
+    message = report(lambda: kernels().different_barriers[1, 64](torch.empty(64)))
+    assert "different barriers" in message
+    assert_points_at(message, "barrier_high")
+
+
+def test_invalid_launches_are_reported():
+    k = kernels().half_written
+    message = report(lambda: k[1, 1025](torch.empty(1), 1))
+    assert "invalid launch" in message and "1025 threads" in message
+    assert "collectives.cu" not in message  # launched from Python: no launch line
+    assert "at most 1024" in message
+    assert "zero dimension" in report(lambda: k[0, 32](torch.empty(1), 1))
+    assert "(1024, 1024, 64)" in report(lambda: k[1, (1, 1, 65)](torch.empty(1), 1))
+    assert "65535" in report(lambda: k[(1, 65536), 32](torch.empty(1), 1))
+
+
+def test_unwritten_output_is_reported():
+    y = torch.empty(100)
+    message = report(lambda: kernels().half_written[1, 128](y, 100, outputs=["y"]))
+    assert "left 50 of the 100 elements of y unwritten, the first at [50]" in message
+
+
+def test_missing_barrier_reads_poisoned_shared_memory_in_fast_mode():
+    # Without the barrier, thread 0 reads tile[1] before thread 1 wrote it:
+    # shared memory starts filled with 0xff bytes, a NaN.
+    x, y = torch.arange(64.0), torch.empty(64)
+    kernels().missing_syncthreads[1, 64](x, y)
+    assert y.isnan().any()
+    kernels().with_syncthreads[1, 64](x, y)
+    assert torch.equal(y, x.view(32, 2).flip(1).reshape(64))
+
+
+@pytest.mark.parametrize("width", [32, 16, 8])
+def test_warp_primitives_compute_what_cuda_defines(width):
+    blocks, threads = 2, 64
+    out = torch.empty(blocks * threads, 10, dtype=torch.int32)
+    kernels().warp_primitives[blocks, threads](out, width)
+    for t in range(blocks * threads):
+        lane = t % 32
+        base = lane - lane % width
+        up = lane - 2 if lane - base >= 2 else lane
+        down = lane + 2 if lane - base + 2 < width else lane
+        xor = lane ^ 5 if (lane ^ 5) < base + width else lane
+        ballot = sum(1 << k for k in range(32) if k % 3 == 0)  # < 2**31: a positive int32
+        expected = [100 + base + 3 % width, 100 + up, 100 + down, 100 + xor,
+                    ballot, 1, 0, t % threads + 1000 * (t // threads), 0,
+                    (100 + (lane + 1 if lane < 15 else lane)) if lane < 16 else 0]
+        expected[8] = 8  # 4 lanes of each of the 2 warps
+        assert out[t].tolist() == expected, (t, out[t].tolist(), expected)
+
+
+def test_block_sum_with_dynamic_shared_memory_and_atomics():
+    x = torch.randn(1000)
+    total = torch.zeros(1)
+    kernels().block_sum[4, 256, 8 * 4](x, total, 1000)
+    assert_close(total[0], x.sum(), rtol=1e-5, atol=1e-4)
+
+
+def test_built_in_variables_in_three_dimensions():
+    grid, block = (2, 3, 2), (4, 2, 3)
+    out = torch.empty(12 * 24, 4, dtype=torch.int32)
+    kernels().indices[grid, block](out)
+    rows = out.tolist()
+    seen = {tuple(r[:2]) for r in rows}
+    assert len(seen) == 12 * 24
+    assert {r[2] for r in rows} == {4 + 20 + 300} and {r[3] for r in rows} == {2 + 30 + 200}
+
+
+def test_half_precision_data_and_arguments():
+    x = torch.randn(100).half()
+    y = torch.empty(100, dtype=torch.float16)
+    kernels().half_scale[1, 128](x, y, 3.0, 100, outputs=["y"])
+    assert torch.equal(y, (x.float() * 3).half())
+    with pytest.raises(TypeError, match="needs a tensor of dtype torch.float16"):
+        kernels().half_scale[1, 128](x.float(), y, 3.0, 100)
+
+
+# ---- The sanitizer modes on the tiny kernels --------------------------------------------------
+
+
+# The emulator's own reports hold in the sanitizer builds too (a thread
+# stopped mid-collective must not upset the sanitizer).
+@pytest.mark.parametrize("mode", modes(*SANITIZERS))
+def test_collective_reports_in_sanitizer_modes(mode):
+    message = report(lambda: kernels(mode).exit_while_waited[1, 32](torch.empty(32)))
+    assert_points_at(message, "exit_while_waited")
+    message = report(lambda: kernels(mode).barrier_not_reached[1, 64](torch.empty(64)))
+    assert_points_at(message, "barrier_not_reached")
+
+
+@pytest.mark.parametrize("mode", modes("memory"))
+def test_out_of_bounds_access_is_reported_in_memory_mode(mode):
+    x, y = torch.randn(100), torch.empty(100)
+    message = report(lambda: kernels(mode).out_of_bounds[1, 128](x, y, 100))
+    assert "AddressSanitizer: heap-buffer-overflow" in message, message
+    assert f"collectives.cu:{line_of('out_of_bounds')}" in message
+    assert re.search(r"blockIdx \(0,0,0\), threadIdx \(1\d\d,0,0\)", message), message
+
+
+@pytest.mark.parametrize("mode", modes("races"))
+def test_missing_barrier_is_a_race_in_races_mode(mode):
+    x, y = torch.arange(64.0), torch.empty(64)
+    message = report(lambda: kernels(mode).missing_syncthreads[1, 64](x, y))
+    assert "ThreadSanitizer: data race" in message, message
+    assert f"collectives.cu:{line_of('missing_syncthreads')}" in message
+    assert "blockIdx (0,0,0)" in message
+    kernels(mode).with_syncthreads[1, 64](x, y)  # and the barrier orders them
+    assert torch.equal(y, x.view(32, 2).flip(1).reshape(64))
+
+
+@pytest.mark.parametrize("mode", modes("races"))
+def test_blocks_writing_one_element_race_in_races_mode(mode):
+    message = report(lambda: kernels(mode).blocks_collide[2, 32](torch.empty(32)))
+    assert "ThreadSanitizer: data race" in message, message
+    assert f"collectives.cu:{line_of('blocks_collide')}" in message
+    assert re.search(r"blockIdx \(1,0,0\) threadIdx \(\d+,0,0\)", message), message
+
+
+# ---- The rewrite and the API ------------------------------------------------------------------
+
+
+def test_rewrite_keeps_line_numbers_and_handles_launches_and_shared():
+    source = (
+        "__global__ void k(float* x) {\n"
+        "  __shared__ float tile[32][33];\n"
+        "  extern __shared__ float dynamic[];\n"
+        "}\n"
+        "void launch(float* x, cudaStream_t s) {\n"
+        "  k\n"
+        "     <<<dim3(2, 1), 32, 0, s>>>(x);  // <<<not a launch>>>\n"
+        '  const char* text = "<<<";\n'
+        "}\n"
+    )
+    out = rewrite(source, "/tmp/k.cu")
+    body = out.split('#line 1 "/tmp/k.cu"\n', 1)[1]
+    assert body.count("\n") == source.count("\n")
+    lines = body.splitlines()
+    assert "::simt::shared_variable<float[32][33]" in lines[1]
+    assert "float* dynamic = ::simt::dynamic_shared<float>()" in lines[2]
+    assert lines[5].lstrip().startswith('::simt::launch("k"')
+    assert lines[5].endswith("dim3(2, 1), 32, 0, s)")
+    assert lines[6].strip() == "(x);  // <<<not a launch>>>"
+    assert lines[7] == source.splitlines()[7]
+
+
+def test_kernels_compile_unchanged():
+    # The emulator compiles the very files nvcc compiles: no copy, no edit.
+    for kernel in ("triplet.cu", "involution.cu"):
+        text = (ep.build_flags.CSRC / "cuda" / kernel).read_text()
+        assert "simt" not in text
+        assert "<<<" in text
+
+
+def test_missing_headers_give_a_clear_error(monkeypatch):
+    monkeypatch.setattr(emulator, "_include_candidates", lambda: [pathlib.Path("/nonexistent")])
+    with pytest.raises(emulator.EmulatorUnavailable, match="cuda_fp16.h.*Looked in:\n  /nonexistent"):
+        emulator.cuda_include_dir()
+    with pytest.raises(emulator.EmulatorUnavailable):
+        emulator.load_source("__global__ void k() {}")
+    assert not emulator.available()
+
+
+def test_launch_arguments_are_checked():
+    k = kernels().out_of_bounds
+    with pytest.raises(TypeError, match="takes 3 arguments"):
+        k[1, 32](torch.empty(1))
+    with pytest.raises(TypeError, match="x .* takes a tensor"):
+        k[1, 32](1.0, torch.empty(1), 1)
+    with pytest.raises(TypeError, match="kernel\\[grid, block\\]"):
+        k[1](torch.empty(1), torch.empty(1), 1)
+    with pytest.raises(ValueError, match="outputs: 'z' is not a pointer parameter"):
+        k[1, 32](torch.empty(32), torch.empty(32), 32, outputs=["z"])
+
+
+def test_compile_errors_point_at_the_source_line():
+    with pytest.raises(RuntimeError, match=r"broken\.cu:3"):
+        emulator.load_source("__global__ void k(float* x) {\n  x[0] = 1;\n  undefined_name = 2;\n}\n",
+                             name="broken")
