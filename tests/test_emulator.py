@@ -263,10 +263,20 @@ def test_involution_kernels_under_sanitizers(mode):
     check_involution(INVOLUTION_SHAPES[0], torch.float16, mode=mode)
 
 
+# Large enough that, with the grid capped to 1 or 2 blocks of 256 threads, every
+# thread's loop takes 8 to 72 elements of each array a kernel writes (output and
+# grad input: 4,096 elements; grad weight: 18,432).
+GRID_STRIDE_SHAPE = (2, 8, 4, 16, 16, 3, 1, 1, 1)
+
+
+# Catches a kernel without the grid-stride loop (or with a wrong stride): with
+# the grid capped, the elements past the first blocks' threads stay unwritten.
 @pytest.mark.parametrize("max_blocks", [1, 2])
 @pytest.mark.parametrize("mode", modes())
 def test_involution_grid_stride_loop(mode, max_blocks):
-    check_involution(INVOLUTION_SHAPES[0], torch.float32, mode=mode, max_blocks=max_blocks)
+    b, c, _, h, w = GRID_STRIDE_SHAPE[:5]
+    assert b * c * h * w > max_blocks * 256 * 4, "too small for the loop to loop"
+    check_involution(GRID_STRIDE_SHAPE, torch.float32, mode=mode, max_blocks=max_blocks)
 
 
 @pytest.mark.parametrize("mode", modes("fast"))
@@ -537,3 +547,18 @@ def test_compile_errors_point_at_the_source_line():
     with pytest.raises(RuntimeError, match=r"broken\.cu:3"):
         emulator.load_source("__global__ void k(float* x) {\n  x[0] = 1;\n  undefined_name = 2;\n}\n",
                              name="broken")
+
+
+@pytest.mark.parametrize("mode", modes("fast", "memory"))
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])
+def test_cuda_kernels_give_zero_gradient_on_the_kinks(mode, dtype):
+    # Rows exactly on each kink (conftest.kink_batch; exact in every dtype): the loss's
+    # subgradient there is 0. Catches >= in triplet_math.h's masks as the CUDA kernels
+    # compile them (the C++ tests cover the same header through the CPU kernels only).
+    from conftest import KINK_SETTINGS, kink_batch, kink_gradients
+
+    inputs = [t.requires_grad_() for t in kink_batch(dtype)]
+    loss = emulator.triplet_hinge_loss(*inputs, **KINK_SETTINGS, mode=mode)
+    grads = torch.autograd.grad(loss, inputs)
+    for got, want, name in zip(grads, kink_gradients(dtype), ("anchor", "positive", "negative")):
+        assert torch.equal(got, want), f"{name}: {got.tolist()} != {want.tolist()}"

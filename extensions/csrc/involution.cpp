@@ -11,7 +11,9 @@
 // on their inputs, which copies only tensors that are not already dense. The
 // sums read each input element up to Kh * Kw times in a sliding window, so
 // one copy costs little next to the work, and the dense layout lets the CPU
-// and the GPU share one index arithmetic, with unit-stride inner reads.
+// and the GPU share one index arithmetic, with neighbouring GPU threads reading
+// neighbouring addresses (within one thread's loop, consecutive weight reads are
+// a whole H_o * W_o plane apart).
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>

@@ -268,7 +268,7 @@ def _backward(ctx, grad_output):
     input, weight = ctx.saved_tensors
     need_input, need_weight = ctx.needs_input_grad[:2]
     # The backward operator reads only the shapes of the tensors whose values
-    # it does not need: stand-ins of the right shape (never allocated) fill in.
+    # it does not need: stand-ins of the right shape (one element, expanded) fill in.
     if input is None:
         input = grad_output.new_empty(()).expand(ctx.input_shape)
     if weight is None:

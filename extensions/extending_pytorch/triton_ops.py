@@ -2,8 +2,8 @@
 
 Two kernels, forward and backward, each a program per row of the batch. They
 are registered as operators with `torch.library.triton_op`, so that on a GPU
-`torch.compile` sees the kernels themselves and can schedule them with the
-rest of the graph. The public `triplet_hinge_loss` has the arguments, checks
+`torch.compile` sees the kernels themselves and launches them without a
+graph break (it does not fuse the surrounding operations into them). The public `triplet_hinge_loss` has the arguments, checks
 and messages of the chapter-4 operator's wrapper.
 
 Where no CUDA device is present, the kernels run on the CPU through Triton's
@@ -52,7 +52,9 @@ DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 def _from_bits(bits, dtype: tl.constexpr):
     """The float64 whose 64 bits are the integer `bits`, converted to `dtype`.
 
-    A Python float reaches a compiled kernel as a float32 argument, so t1, t2
+    An unannotated Python float reaches a compiled kernel as a float32, and
+    torch.compile types it from its value whatever the annotation (fp32 in
+    torch 2.15), so t1, t2
     and beta travel as the bits of their float64 value instead (see
     `_hyperparameters`). Launchers differ in how they pass that integer (int64
     here, thanks to the annotation; torch.compile's may pass an int32, or
@@ -239,8 +241,8 @@ if INTERPRETED and not isinstance(tl.sum, InterpretedFunction):
 # step. A 128-bit load (ld.global.v4.b32, chapter 5's float4) needs 16 of
 # them: fewer, and the loads are narrower however aligned the rows are. At
 # most 64 (four 128-bit loads per input): there the backward kernel needs 80
-# to 126 registers (sm_90a, Triton 3.9); at 128 bytes about 165, which halves
-# how many warps a multiprocessor can keep resident, and at 256 (float64, 1024
+# to 126 registers (sm_90a, Triton 3.9); at 128 bytes 164 to 232 (float16 the
+# most), at most half as many resident warps as at 64, and at 256 (float64, 1024
 # columns on one warp) it runs out of its 255 and spills to memory. Those
 # two bounds, per dtype, choose the configurations tried from the candidates
 # below, and so does the row: no block longer than the row rounded up to a
@@ -476,7 +478,9 @@ def _float64_bits(value: float) -> int:
 def _hyperparameters(t1: float, t2: float, beta: float) -> dict:
     """t1, t2 and beta as the kernels take them: the bits of their float64 values.
 
-    Triton passes a Python float to a compiled kernel as a float32: t2 =
+    An unannotated Python float reaches a compiled kernel as a float32, and
+    torch.compile types it from its value whatever the annotation (fp32 in
+    torch 2.15): t2 =
     0.5 + 2**-40 would reach a float64 kernel as 0.5. The bits keep every
     one, and the kernels round them to float32 themselves for 16- and
     32-bit inputs (as torch does when it compares a float32 tensor with a
