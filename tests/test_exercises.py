@@ -1376,9 +1376,6 @@ def test_solution_is_folded_on_the_site_in_jupyter_and_on_colab(path, number):
     assert cell_source(solution).startswith("# @title "), "Colab's form view needs a # @title line"
 
 
-@pytest.mark.parametrize(
-    "path, number", exercise_ids(), ids=[f"{p.stem}-ex{n}" for p, n in exercise_ids()]
-)
 def needs_missing_emulator(stem: str, number: int) -> bool:
     """Chapter 5's exercises 4 and 5 build the reader's CUDA in the SIMT emulator, which needs
     g++ and CUDA's headers; where they are missing the check says so and skips."""
@@ -1389,6 +1386,9 @@ def needs_missing_emulator(stem: str, number: int) -> bool:
     return not emulator.available()
 
 
+@pytest.mark.parametrize(
+    "path, number", exercise_ids(), ids=[f"{p.stem}-ex{n}" for p, n in exercise_ids()]
+)
 def test_check_accepts_the_solution(path, number, capsys):
     if needs_missing_emulator(path.stem, number):
         pytest.skip("needs the SIMT emulator (g++ and CUDA's headers)")
