@@ -12,7 +12,7 @@
 #   make check-site  build the site, then check every page in headless Chromium (screenshots in
 #                  _build/screenshots/)
 #   make check-cuda  build, link and load the CUDA extension without a GPU (the CUDA build of torch
-#                  in .venv, needs nvcc): Colab's CPU runtime simulated, chapters 4 and 5 run there,
+#                  in .venv, needs nvcc): Colab's CPU runtime simulated, chapter 5 runs there,
 #                  kernels registered, SASS/PTX per architecture listed, the JIT build too
 #   make emulate   run the CUDA kernels' own sources on the CPU in the SIMT emulator, in every build mode
 #                  (fast; memory: AddressSanitizer + UBSan; races: ThreadSanitizer); fails on any report

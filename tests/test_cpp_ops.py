@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import math
+import pathlib
 import re
 import subprocess
 import sys
@@ -679,6 +680,36 @@ def test_load_jit_refuses_unknown_extensions():
         ),
     ):
         native.load_jit("nope")
+
+
+
+# ---- The examples of chapter 4, section 3 and section 5 ----
+
+EXAMPLES = native.build_flags.EXTENSIONS_DIR / "examples"
+
+
+def test_minimal_setup_builds_the_scale_add_sources():
+    """The 10-line setup.py names the scale_add sources that the chapter copies beside it."""
+    text = (EXAMPLES / "minimal_setup" / "setup.py").read_text()
+    (listed,) = re.findall(r'CppExtension\("scale_add_minimal", \[(.*?)\]\)', text)
+    names = re.findall(r'"([^"]+)"', listed)
+    book_build = [pathlib.PurePosixPath(source).name for source in native.build_flags.SOURCES["_scale_add"]]
+    assert names == book_build  # the files the book's own build compiles
+    assert all((native.build_flags.CSRC / name).is_file() for name in names)
+
+
+def test_library_calling_another_torchs_function_fails_to_load_with_undefined_symbol(tmp_path):
+    from torch.utils.cpp_extension import load
+
+    with pytest.raises(OSError) as raised:
+        load(
+            name="calls_another_torch",
+            sources=[str(EXAMPLES / "version_mismatch" / "calls_another_torch.cpp")],
+            build_directory=str(tmp_path),
+            is_python_module=False,
+        )
+    cause = str(raised.value.__cause__)
+    assert "undefined symbol: _ZN3c1033function_of_another_torch_releaseEi" in cause, cause
 
 
 # ---- The benchmark command ----

@@ -1,4 +1,4 @@
-"""Chapter 4's operator inside a DistributedDataParallel training step.
+"""Chapter 7: chapter 4's operator inside a DistributedDataParallel training step.
 
 Two processes (gloo backend, this CPU) each take half of a batch; DDP
 averages their gradients (one all-reduce per gradient bucket) during

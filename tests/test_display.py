@@ -179,7 +179,7 @@ def test_benchmark_table_has_a_row_per_size_and_the_machine_caption():
         "D",
         "eager ms (GB/s)",
         "cpp ms (GB/s)",
-        "copy GB/s",
+        "copy bandwidth GB/s",
     ]
     assert [row[:3] for row in table.rows] == [
         ["forward+backward", "256", "512"],
@@ -189,16 +189,75 @@ def test_benchmark_table_has_a_row_per_size_and_the_machine_caption():
     assert table.caption == benchmarking.describe_machine(machine)
 
 
-def test_bandwidth_plot_draws_each_implementation_and_the_ceiling():
+def test_bandwidth_plot_draws_each_implementation_and_the_copy_bandwidth():
     fig = bench.plot_bandwidth(fake_records(), dim=512)
     labels = [line.get_label() for line in fig.axes[0].get_lines()]
-    assert labels == ["eager", "cpp", "copy bandwidth (ceiling)"]
+    assert labels == ["eager", "cpp", "copy bandwidth"]
+    # One vocabulary: the measured copy is "copy bandwidth", the bytes any
+    # implementation must move "minimum traffic"; no floor or ceiling.
+    words = " ".join([fig.axes[0].get_ylabel(), fig.axes[0].get_title(), *labels])
+    assert "minimum traffic" in words
+    assert not {"floor", "ceiling", "yardstick"} & set(words.lower().split())
     plt.close(fig)
     with pytest.raises(
         ValueError,
         match=re.escape("no records for dim=1024 and task='forward+backward'"),
     ):
         bench.plot_bandwidth(fake_records(), dim=1024)
+
+
+def test_speed_words_calls_a_ratio_within_the_noise_no_measurable_difference():
+    assert bench.speed_words(2.0, noise=0.1) == "2.00x faster"
+    assert bench.speed_words(0.25, noise=0.1) == "4.00x slower"
+    # 2% apart, with rounds that spread over 5%: within the noise, either way.
+    assert bench.speed_words(1.02, noise=0.05) == "no measurable difference"
+    assert bench.speed_words(1 / 1.02, noise=0.05) == "no measurable difference"
+    assert bench.speed_words(1.06, noise=0.05) == "1.06x faster"
+
+
+def test_speed_words_takes_the_noise_from_the_measured_spread():
+    # Two timings whose rounds overlap: the same code, measured twice.
+    same = benchmarking.Timing([1.00e-3, 1.10e-3, 1.04e-3])
+    again = benchmarking.Timing([1.02e-3, 0.98e-3, 1.08e-3])
+    ratio = bench.time_ratio(same, again)
+    assert ratio.noise == pytest.approx(same.spread + again.spread)
+    assert bench.speed_words(ratio) == "no measurable difference"
+    # Clearly apart: a ratio of 2 with the same spreads.
+    slow = benchmarking.Timing([2.00e-3, 2.20e-3, 2.08e-3])
+    assert bench.speed_words(bench.time_ratio(slow, again)) == "2.04x faster"
+    # bench.ratios gives the records' spreads to its ratios.
+    records = fake_records()
+    for record in records:
+        record["spread"] = 0.5 if record["implementation"] == "eager" else 0.1
+    ratio = bench.ratios(records, 256, 512)["eager"]
+    assert ratio == 4.0 and ratio.noise == pytest.approx(0.6)
+    for record in records:
+        record["spread"] = 4.0
+    assert bench.speed_words(bench.ratios(records, 256, 512)["eager"]) == (
+        "no measurable difference"
+    )
+
+
+def test_speed_words_refuses_a_ratio_whose_noise_is_unknown():
+    with pytest.raises(ValueError, match="speed_words needs the measurement's noise"):
+        bench.speed_words(1.5)
+    # Records of an older run, without spreads: their ratios have no noise.
+    with pytest.raises(ValueError, match="speed_words needs the measurement's noise"):
+        bench.speed_words(bench.ratios(fake_records(), 256, 512)["eager"])
+
+
+def test_compare_returns_medians_with_their_spread():
+    import torch
+
+    timings = benchmarking.compare(
+        {"add": ("x + 1", dict(x=torch.ones(8)))}, rounds=3, min_run_time=0.01
+    )
+    timing = timings["add"]
+    assert isinstance(timing, float) and len(timing.rounds) == 3
+    assert timing == sorted(timing.rounds)[1]
+    assert timing.spread == pytest.approx(
+        (max(timing.rounds) - min(timing.rounds)) / timing
+    )
 
 
 @pytest.mark.skipif(

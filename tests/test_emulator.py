@@ -5,7 +5,7 @@ collective as a meeting of the threads it names (extending_pytorch.emulator).
 Here:
 
 - the kernels of triplet.cu and involution.cu against chapter 1's and
-  chapter 7's references, through testing.check_against_reference: every
+  chapter 8's references, through testing.check_against_reference: every
   layout, dtype, reduction and output mask in "fast" mode, a representative
   subset under AddressSanitizer + UBSan ("memory") and ThreadSanitizer
   ("races"); the grid-stride loop with the grid capped to 1 and 2 blocks; an

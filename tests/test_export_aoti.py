@@ -1,4 +1,4 @@
-"""Chapter 4's operator through torch.export and AOTInductor, run elsewhere.
+"""Chapter 7: chapter 4's operator through torch.export and AOTInductor, run elsewhere.
 
 A small model (a linear embedding, then the triplet hinge loss) is exported
 with torch.export, compiled ahead of time on the CPU with

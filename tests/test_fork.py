@@ -16,7 +16,7 @@ from conftest import REPO_ROOT, cell_source, chapter_notebooks, load_notebook
 
 
 # Chapters whose Colab setup cell builds the C++/CUDA extensions (no EXTENDING_PYTORCH_SKIP_NATIVE).
-NATIVE_CHAPTERS = ("04_", "05_", "07_")
+NATIVE_CHAPTERS = ("04_", "05_", "07_", "08_", "91_")
 
 
 def copy_book(tmp_path):

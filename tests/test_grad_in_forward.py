@@ -1,4 +1,4 @@
-"""Chapter 4, section 19: ops.triplet_hinge_loss(..., grad_in_forward=True).
+"""Appendix 91 (moving fewer bytes), section 2: ops.triplet_hinge_loss(..., grad_in_forward=True).
 
 The operator extending_pytorch::triplet_hinge_loss_with_grads returns the loss
 and its gradients for grad_output = 1, in one pass; autograd keeps the
@@ -257,12 +257,14 @@ def test_torch_compile_fullgraph():
 
 
 def test_compiled_backward_always_scales_the_saved_gradients():
-    # Pins chapter 4's claim that under torch.compile the fast path is gone:
+    # Pins appendix 91's claim that under torch.compile the fast path is gone:
     # the value of grad_output is unknown while tracing, so AOTAutograd's
     # backward graph multiplies each saved gradient (three aten.mul, 3 B D
     # read + 3 B D written on top of the forward's 6 B D). Catches a compiled
     # backward that stopped scaling (wrong for grad_output != 1) or one that
     # started calling the two-pass backward operator.
+    # Private APIs (may change), as torch's custom-backends documentation uses
+    # them: no public API hands a backend AOTAutograd's backward graph.
     from functorch.compile import make_boxed_func
     from torch._dynamo.backends.common import aot_autograd
 

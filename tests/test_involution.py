@@ -1,4 +1,4 @@
-"""Chapter 7: the involution operator, checked against its plain-torch reference.
+"""Chapter 8: the involution operator, checked against its plain-torch reference.
 
 Each test names the bug it catches. The CPU kernels run the per-element sums
 of csrc/involution_math.h, which the CUDA kernels include too, so the CPU tests

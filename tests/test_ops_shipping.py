@@ -1,4 +1,4 @@
-"""Shipping chapter 4's operator: autocast, and the flags of a wheel build.
+"""Chapter 7, shipping chapter 4's operator: autocast, and the flags of a wheel build.
 
 (The stable-ABI wheel, export + AOTInductor and DDP have their own files:
 test_stable_abi.py, test_export_aoti.py, test_ddp.py.)

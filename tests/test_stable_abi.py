@@ -1,4 +1,4 @@
-"""Chapter 4's stable-ABI operator, shipped as a wheel and installed elsewhere.
+"""Chapter 7: the stable-ABI operator, shipped as a wheel and installed elsewhere.
 
 The wheel is built once per session from extensions/stable with the torch of
 this environment (`pip wheel --no-build-isolation`), into
@@ -353,6 +353,10 @@ calls = {
     "t2": lambda: eps.triplet_hinge_loss(a, a, a, t1=0, t2=-1, beta=1),
     "beta": lambda: eps.triplet_hinge_loss(a, a, a, t1=0, t2=0, beta=-1),
     "fake_dim": lambda: forward(m[0], m, m, 0.0, 0.0, 1.0, "mean"),
+    # Meta tensors run the fake: every input is checked while tracing.
+    "fake_shape": lambda: forward(m, m, m[:, :2], 0.0, 0.0, 1.0, "mean"),
+    "fake_dtype": lambda: forward(m, m.double(), m, 0.0, 0.0, 1.0, "mean"),
+    "fake_negative_dim": lambda: forward(m, m, m[0], 0.0, 0.0, 1.0, "mean"),
     "python_reduction": lambda: eps.triplet_hinge_loss(a, a, a, t1=0, t2=0, beta=1,
                                                        reduction="max"),
     "cpu_device": lambda: forward.redispatch(cpu, a, m, a, 0.0, 0.0, 1.0, "mean"),
@@ -555,6 +559,12 @@ def test_wheel_gives_subgradient_zero_at_the_kinks(probe):
         ("t2", "t2 must be >= 0 (a squared distance), got -1.0"),
         ("beta", "beta must be >= 0, got -1.0"),
         ("fake_dim", "anchor must be 2-D (batch, dim)"),
+        # The fake checks every input, not only the anchor (a mismatched positive or
+        # negative would otherwise surface under compile/export only when a kernel runs).
+        ("fake_shape", "negative must have the same shape as anchor (4, 3), got (4, 2)"),
+        ("fake_dtype", "positive must have the same dtype as anchor (torch.float32), got "
+                       "torch.float64"),
+        ("fake_negative_dim", "negative must be 2-D (batch, dim), got 1-D"),
         ("python_reduction", "reduction must be one of ('mean', 'sum', 'none'), got 'max'"),
         ("cpu_device", "positive must be on the CPU (this is the CPU kernel), got a device "
                        "other than CPU and CUDA"),

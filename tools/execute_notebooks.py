@@ -13,12 +13,17 @@ timing metadata, not only the outputs that changed.
 
 from __future__ import annotations
 
+import os
 import pathlib
 import sys
 import time
 
 import nbformat
 from nbclient import NotebookClient
+
+# As the Makefile does: without a GPU, torch.utils.cpp_extension logs "No CUDA runtime is found,
+# using CUDA_HOME=..." with a time stamp, a fact about this machine, not about the book.
+os.environ.setdefault("TORCH_LOGS", "-torch.utils.cpp_extension")
 
 
 def chapter_notebooks(args: list[str]) -> list[pathlib.Path]:

@@ -2,13 +2,17 @@
 
     python tools/ladder_figure.py [OUTPUT]
 
-Reading times are computed from the notebooks (words of prose and code at 200
-words a minute, the rate myst uses), so the figure changes when a chapter
-does; tests/test_book.py checks that the committed figure is up to date.
+Reading times are computed from the notebooks, for a reader who runs the cells:
+the words of prose at 200 a minute, the lines of code a reader meets (code cells
+not folded away, and the source files the chapter displays) at 20 a minute, and
+the time the chapter's stored run took (tools/chapter_times.py). The figure
+changes when a chapter does; tests/test_book.py checks that the committed figure
+is up to date.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import pathlib
@@ -22,6 +26,7 @@ from matplotlib.patches import FancyBboxPatch  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 WORDS_PER_MINUTE = 200
+CODE_LINES_PER_MINUTE = 20
 RUNGS = [
     (
         "01_custom_loss",
@@ -39,22 +44,56 @@ RUNGS = [
     (
         "04_cpp_extension",
         "a C++ operator",
-        "TORCH_LIBRARY · stable ABI · export",
+        "TORCH_LIBRARY · opcheck · torch.compile",
         "CPU + compiler · Colab",
     ),
     ("05_cuda_kernel", "a CUDA kernel", "same operator on the GPU", "GPU · Colab GPU"),
 ]
-# Beyond the ladder: the same kernel in Triton, and a paper's operator ported.
+# Beyond the ladder: the same kernel in Triton, the operator shipped, and a paper's operator ported.
 BEYOND = [
     ("06_triton_kernel", "6. the kernel in Triton", "interpreter on CPU · GPU"),
-    ("07_involution", "7. a paper's CUDA op, ported", "CPU + compiler · GPU"),
+    ("07_shipping_operator", "7. shipping the operator", "CPU + compiler"),
+    ("08_involution", "8. a paper's CUDA op, ported", "CPU + compiler · GPU"),
 ]
 
 
+def _text(value) -> str:
+    return "".join(value) if isinstance(value, list) else value
+
+
+def _lines(text: str) -> int:
+    return sum(1 for line in text.splitlines() if line.strip())
+
+
+def reading_counts(notebook: str) -> dict:
+    """What the reading time is made of: prose words, code lines read, seconds to run."""
+    path = ROOT / "notebooks" / f"{notebook}.ipynb"
+    cells = json.loads(path.read_text())["cells"]
+    words = code = 0
+    for cell in cells:
+        if cell["cell_type"] == "markdown":
+            words += len(_text(cell["source"]).split())
+        elif cell["cell_type"] == "code":
+            if "hide-input" not in cell.get("metadata", {}).get("tags", []):
+                code += _lines(_text(cell["source"]))
+            if "show_source" in _text(cell["source"]):  # a listing of a file the reader reads
+                for output in cell.get("outputs", []):
+                    code += _lines(_text(output.get("data", {}).get("text/markdown", "")))
+    spec = importlib.util.spec_from_file_location("chapter_times", pathlib.Path(__file__).with_name("chapter_times.py"))
+    chapter_times = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(chapter_times)
+    seconds = chapter_times.chapter_timing(path)["seconds"] or 0.0
+    return {"words": words, "code_lines": code, "run_seconds": seconds}
+
+
 def reading_minutes(notebook: str) -> int:
-    cells = json.loads((ROOT / "notebooks" / f"{notebook}.ipynb").read_text())["cells"]
-    words = sum(len("".join(c["source"]).split()) for c in cells)
-    return max(5, 5 * math.ceil(words / WORDS_PER_MINUTE / 5))  # rounded up to 5 minutes
+    counts = reading_counts(notebook)
+    minutes = (
+        counts["words"] / WORDS_PER_MINUTE
+        + counts["code_lines"] / CODE_LINES_PER_MINUTE
+        + counts["run_seconds"] / 60
+    )
+    return max(5, 5 * math.ceil(minutes / 5))  # rounded up to 5 minutes
 
 
 def draw(output: pathlib.Path) -> None:
@@ -92,11 +131,11 @@ def draw(output: pathlib.Path) -> None:
         axis.text(x + 6.6, y + 0.25, runs, fontsize=8, va="center", color="dimgray")
     axis.text(0.2, 7.85, "Beyond the ladder", fontsize=10, fontweight="bold", color="dimgray")
     for i, (name, what, runs) in enumerate(BEYOND):
-        x, y = 0.2 + i * 4.9, 6.6
+        x, y = 0.2 + i * 3.27, 6.6
         axis.add_patch(
             FancyBboxPatch(
                 (x, y),
-                4.6,
+                3.07,
                 0.9,
                 boxstyle="round,pad=0.02",
                 facecolor="white",

@@ -318,7 +318,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> triplet_backward_cpu(
             const acc_t g_i = static_cast<acc_t>(g_data[per_row ? i : 0]) *
                               static_cast<acc_t>(scale);
             const TripletWeights<acc_t> w = triplet_weights<acc_t>(d_ap, d_an, g_i, params);
-            // A second pass over the row, which is still in the L1 cache.
+            // A second pass over the row: still in the L1 cache while the three rows
+            // fit there (3 D sizeof(scalar_t) bytes).
             const Row<scalar_t> ar = row(anchor, a, i), pr = row(positive, p, i),
                                 nr = row(negative, n, i);
             row_gradients<scalar_t, acc_t>(ar, pr, nr, dim, w, row_or_null(ga, i, dim),
@@ -389,7 +390,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> triplet_forward_with_
 // ---- Registration ----------------------------------------------------------
 
 // The schemas: what Python, autograd and torch.compile see. float is a C++
-// double, str a c10::string_view.
+// double, str a c10::string_view (an alias of std::string_view).
 TORCH_LIBRARY(extending_pytorch, m) {
   m.def(
       "triplet_hinge_loss(Tensor anchor, Tensor positive, Tensor negative, "

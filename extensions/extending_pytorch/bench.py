@@ -16,12 +16,16 @@ For each size (B, D) it times, in float32 on all of torch's CPU threads:
 
 each for the forward pass alone and for forward + backward (gradients of all
 three inputs, by `torch.autograd.grad`, so nothing accumulates into `.grad`).
-In the same run it measures the copy bandwidth at the size of the data, which
-gives a floor: a forward reads 3 B D numbers, and a separate forward and
-backward must move at least 9 B D (read the inputs twice, write 3 gradients).
+In the same run it measures the copy bandwidth at the size of the data. Each
+time is set against the minimum traffic of its task: a forward reads 3 B D
+numbers, and a separate forward and backward must move at least 9 B D (read
+the inputs twice, write 3 gradients); the GB/s reported are that minimum
+traffic divided by the time, next to the copy bandwidth.
 
 Machines are noisy, so every implementation is timed once per round, rounds
-are interleaved, and each result is the median over rounds.
+are interleaved, and each result is the median over rounds; the rounds'
+spread is kept, and `speed_words` calls a ratio within it "no measurable
+difference".
 """
 
 from __future__ import annotations
@@ -30,11 +34,11 @@ import argparse
 import functools
 import json
 import pathlib
-import statistics
 
 import torch
 
 from extending_pytorch.benchmarking import (
+    Timing,
     describe_machine,
     keep_freed_memory,
     machine,
@@ -45,8 +49,9 @@ from extending_pytorch.reference import reference_triplet_hinge_loss
 
 SETTINGS = dict(t1=-1.0, t2=0.5, beta=0.5)
 TASKS = ("forward", "forward+backward")
-# Numbers of B x D elements each task must move at least (see the docstring).
-FLOOR_ELEMENTS = {"forward": 3, "forward+backward": 9}
+# The minimum traffic of each task, in B x D elements (see the docstring).
+MINIMUM_TRAFFIC_ELEMENTS = {"forward": 3, "forward+backward": 9}
+FLOOR_ELEMENTS = MINIMUM_TRAFFIC_ELEMENTS  # the earlier name, kept for callers
 DEFAULT_SIZES = [(b, d) for d in (128, 512) for b in (256, 1024, 4096, 16384)]
 QUICK_SIZES = [(1024, 512), (4096, 512)]
 GPU_SIZES = [(b, d) for d in (512, 1024) for b in (4096, 16384, 65536)]
@@ -90,7 +95,12 @@ def _forward_backward(loss_fn, inputs):
 def measure_size(
     batch, dim, *, rounds=3, min_run_time=0.2, names=None, device="cpu"
 ):
-    """Median seconds per (implementation, task), and the copy bandwidth."""
+    """Median seconds per (implementation, task), and the copy bandwidth.
+
+    Each record also has `spread`: (slowest round - fastest) / median, the
+    run-to-run noise of that median (0 with one round). `floor_bytes` is the
+    task's minimum traffic in bytes (the key keeps its earlier name).
+    """
     generator = torch.Generator().manual_seed(0)
     data = torch.randn(3, batch, dim, generator=generator).to(device)
     data = data.unbind(0)
@@ -123,13 +133,16 @@ def measure_size(
             num_threads=threads,
         )
         copies.append(m.median)
-    copy_seconds = statistics.median(copies)
+    copy_seconds = Timing(copies)
     copy_gbps = 2 * source.numel() * source.element_size() / copy_seconds / 1e9
     records = []
     for (name, task), samples in times.items():
-        seconds = statistics.median(samples)
+        seconds = Timing(samples)
         floor_bytes = (
-            FLOOR_ELEMENTS[task] * batch * dim * source.element_size()
+            MINIMUM_TRAFFIC_ELEMENTS[task]
+            * batch
+            * dim
+            * source.element_size()
         )
         gbps = floor_bytes / seconds / 1e9
         records.append(
@@ -138,7 +151,8 @@ def measure_size(
                 task=task,
                 batch=batch,
                 dim=dim,
-                seconds=seconds,
+                seconds=float(seconds),
+                spread=seconds.spread,
                 floor_bytes=floor_bytes,
                 gbps=gbps,
                 copy_gbps=copy_gbps,
@@ -184,10 +198,40 @@ def run(
     )
 
 
+class Ratio(float):
+    """A time ratio (other's time / mine) that carries its noise.
+
+    `noise` is the sum of the two timings' spreads (see `Timing`): a ratio
+    r with max(r, 1/r) - 1 at most `noise` is within run-to-run noise.
+    None when a timing's spread is unknown (records from an older run).
+    """
+
+    noise: float | None
+
+    def __new__(cls, value, noise=None):
+        ratio = super().__new__(cls, value)
+        ratio.noise = noise
+        return ratio
+
+    def __reduce__(self):
+        return (Ratio, (float(self), self.noise))
+
+
+def time_ratio(other, mine) -> Ratio:
+    """other / mine, two timings of `benchmarking.compare` (or `Timing`s).
+
+    Above 1 mine is faster. The ratio's noise is the sum of their spreads.
+    """
+    spreads = [getattr(t, "spread", None) for t in (other, mine)]
+    noise = None if None in spreads else sum(spreads)
+    return Ratio(float(other) / float(mine), noise)
+
+
 def ratios(records, batch, dim, task="forward+backward", of="cpp") -> dict:
     """Time ratios (each implementation's time / `of`'s time) at one size.
 
     A ratio above 1 means `of` is faster; `speed_words` turns one into words.
+    Each is a `Ratio` (a float with the noise of the two medians).
     """
     at = {
         r["implementation"]: r
@@ -195,8 +239,13 @@ def ratios(records, batch, dim, task="forward+backward", of="cpp") -> dict:
         if r["batch"] == batch and r["dim"] == dim and r["task"] == task
     }
     mine = at[of]
+    def noise(r):
+        if "spread" not in r or "spread" not in mine:
+            return None
+        return r["spread"] + mine["spread"]
+
     result = {
-        name: r["seconds"] / mine["seconds"]
+        name: Ratio(r["seconds"] / mine["seconds"], noise(r))
         for name, r in at.items()
         if name != of
     }
@@ -204,19 +253,34 @@ def ratios(records, batch, dim, task="forward+backward", of="cpp") -> dict:
     return result
 
 
-def speed_words(time_ratio: float) -> str:
+def speed_words(time_ratio: float, noise: float | None = None) -> str:
     """Words for a time ratio (other's time / mine), computed from its value.
 
     Above 1 mine is faster ("2.00x faster"), below 1 slower ("4.00x slower",
-    never "0.25x faster").
+    never "0.25x faster"). A ratio within `noise` of 1 (max(r, 1/r) - 1 at
+    most `noise`, a fraction such as 0.08) is "no measurable difference".
+    `noise` defaults to the ratio's own (`Ratio.noise`, from the spread the
+    benchmark measured); a plain number without one is refused, since a
+    difference cannot be told from noise without knowing the noise.
     """
+    if noise is None:
+        noise = getattr(time_ratio, "noise", None)
+    if noise is None:
+        raise ValueError(
+            "speed_words needs the measurement's noise: pass noise=, or a ratio "
+            "from bench.ratios or bench.time_ratio, which carry it"
+        )
+    if not time_ratio > 0:
+        raise ValueError(f"time_ratio must be positive, got {time_ratio}")
+    if max(time_ratio, 1 / time_ratio) - 1 <= noise:
+        return "no measurable difference"
     if time_ratio >= 1:
         return f"{time_ratio:.2f}x faster"
     return f"{1 / time_ratio:.2f}x slower"
 
 
 def table(records, machine: dict | None = None) -> Table:
-    """Median milliseconds (and GB/s of floor traffic), one row per size.
+    """Median milliseconds (and GB/s of minimum traffic), one row per size.
 
     With `machine` (as `run` returns it) the caption says where it was
     measured. `str()` of the result is a text table, for a terminal.
@@ -242,14 +306,20 @@ def table(records, machine: dict | None = None) -> Table:
         )
     caption = describe_machine(machine) if machine else ""
     return Table(
-        ["task", "B", "D", *(f"{n} ms (GB/s)" for n in names), "copy GB/s"],
+        [
+            "task",
+            "B",
+            "D",
+            *(f"{n} ms (GB/s)" for n in names),
+            "copy bandwidth GB/s",
+        ],
         rows,
         caption=caption,
     )
 
 
 def plot_bandwidth(records, dim, task="forward+backward"):
-    """A figure: GB/s of floor traffic against B, with the copy ceiling.
+    """A figure: GB/s of minimum traffic against B, with the copy bandwidth.
 
     One line per implementation, for the records of one `dim` and `task`.
     """
@@ -274,13 +344,16 @@ def plot_bandwidth(records, dim, task="forward+backward"):
         [at[first, b]["copy_gbps"] for b in batches],
         linestyle="--",
         color="gray",
-        label="copy bandwidth (ceiling)",
+        label="copy bandwidth",
     )
     axis.set(
         xscale="log",
         xlabel=f"batch size B (D = {dim})",
-        ylabel=f"{FLOOR_ELEMENTS[task]} B D x 4 bytes / time (GB/s)",
-        title=f"{task} against the bandwidth ceiling",
+        ylabel=(
+            f"minimum traffic / time (GB/s)\n"
+            f"({MINIMUM_TRAFFIC_ELEMENTS[task]} B D x 4 bytes)"
+        ),
+        title=f"{task}: minimum traffic / time, and the copy bandwidth",
     )
     axis.legend(fontsize=8)
     return fig
@@ -309,7 +382,8 @@ def main(argv=None) -> None:
         "\nB=4096, D=512, forward+backward: the C++ operator is "
         f"{r['eager']:.2f}x eager, {r['compile']:.2f}x torch.compile, "
         f"{r['function']:.2f}x the chapter-3 Function, "
-        f"at {r['fraction_of_copy']:.2f} of the copy-bandwidth floor"
+        f"its minimum traffic / time at {r['fraction_of_copy']:.2f} of the "
+        "copy bandwidth"
     )
     if args.device == "cpu":
         g = ratios(results["records"], 4096, 512, of="cpp grad_in_forward")

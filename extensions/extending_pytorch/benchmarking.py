@@ -175,6 +175,32 @@ def measured_on(num_threads: int = 1, device=None) -> str:
     return describe_machine(machine(num_threads, device))
 
 
+class Timing(float):
+    """Median seconds over interleaved rounds, with the rounds' spread.
+
+    A float (the median), so arithmetic and formatting work as on any number;
+    `spread` is (slowest round - fastest round) / median, the run-to-run noise
+    of this measurement (0 with a single round), and `rounds` the per-round
+    seconds it summarises.
+    """
+
+    spread: float
+    rounds: tuple
+
+    def __new__(cls, rounds):
+        rounds = tuple(float(r) for r in rounds)
+        if not rounds:
+            raise ValueError("a Timing needs at least one round")
+        median = statistics.median(rounds)
+        timing = super().__new__(cls, median)
+        timing.rounds = rounds
+        timing.spread = (max(rounds) - min(rounds)) / median if median > 0 else 0.0
+        return timing
+
+    def __reduce__(self):  # pickles (and copies) as a Timing, rounds included
+        return (Timing, (self.rounds,))
+
+
 def compare(
     cases: dict,
     *,
@@ -188,7 +214,8 @@ def compare(
     times each case once with `timed`, and a case's result is the median of
     its rounds: a burst of noise from the rest of the machine lands in one
     round of one case and moves no result far, where a single long timing
-    of each case in turn would carry it whole.
+    of each case in turn would carry it whole. Each result is a `Timing`: a
+    float, the median, that also carries the rounds' spread.
     """
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
@@ -202,4 +229,4 @@ def compare(
                 num_threads=num_threads,
             )
             samples[key].append(measurement.median)
-    return {key: statistics.median(times) for key, times in samples.items()}
+    return {key: Timing(times) for key, times in samples.items()}

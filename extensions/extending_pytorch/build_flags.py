@@ -169,6 +169,11 @@ def cxx_flags(*, portable: bool = False) -> list[str]:
         and platform.machine() in ("x86_64", "AMD64")
         and {"avx2", "fma", "f16c"} <= _cpu_flags()
     ):
-        # Compile at::vec::Vectorized for AVX2: 8 floats per register.
+        # Compile at::vec::Vectorized for AVX2: 8 floats per register. The
+        # -m flags let the compiler emit AVX2/FMA/F16C instructions;
+        # CPU_CAPABILITY_AVX2 is an ATen-internal macro (private, may change),
+        # defined by ATen's own build for its per-capability kernels, that
+        # at::vec's headers (ATen/cpu/vec/vec256/) test to select their AVX2
+        # specialisations: without it Vectorized<float> stays the generic one.
         flags += ["-mavx2", "-mfma", "-mf16c", "-DCPU_CAPABILITY_AVX2"]
     return flags

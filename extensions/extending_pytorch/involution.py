@@ -1,4 +1,4 @@
-"""Chapter 7: involution (Li et al., CVPR 2021) as a modern operator.
+"""Chapter 8: involution (Li et al., CVPR 2021) as a modern operator.
 
 For an input (B, C, H, W) and a weight (B, G, Kh, Kw, Ho, Wo), with G
 dividing C, channel c uses group g = c // (C // G) and

@@ -3,7 +3,7 @@
 Two operations, each in two forms:
 
 - the modified Bessel function of the second kind K_v(x) of real order v,
-  from scipy.special (torch has only the orders 0 and 1, without gradients);
+  from scipy.special (torch has only the orders 0 and 1);
 - the triplet hinge loss of chapter 1, forward and backward in numpy.
 
 The first form is a `torch.autograd.Function` (`BesselKv`,
@@ -12,9 +12,9 @@ but opaque to torch.compile. The second registers each as an operator with
 `torch.library.custom_op` (namespace `extending_pytorch_numpy`), with a fake
 (meta) implementation and an autograd formula whose backward is an operator
 too, so torch.compile can capture a whole graph around it. The operators
-run on the CPU only (numpy does), cast to float32 under torch.autocast
-(numpy has no bfloat16), and have vmap rules that call numpy once per
-batch instead of once per sample.
+run on the CPU only (numpy does) and cast to float32 under torch.autocast
+(numpy has no bfloat16); the two forward operators have vmap rules that
+call numpy once per batch instead of once per sample.
 """
 
 from __future__ import annotations

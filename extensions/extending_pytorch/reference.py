@@ -10,8 +10,9 @@ and the batch loss is the mean (or sum) of loss_i. Chapter 1 derives it.
 
 At its two kinks (d_ap - d_an == t1, d_ap == t2) the loss has no derivative,
 so its definition includes a subgradient: 0 at the kink, the minimum-norm
-choice (relu, hardtanh and, since torch 2.14, clamp make it too). Every
-implementation in this book computes that one, on every supported torch.
+choice (relu, hardtanh and, since torch 2.14, clamp with a number as its
+bound make it too). Every implementation in this book computes that one, on
+every supported torch.
 """
 
 from __future__ import annotations
@@ -111,7 +112,8 @@ def floor_at(x: torch.Tensor, floor: float) -> torch.Tensor:
 
     The value is torch.clamp(x, min=floor)'s, NaN included. The gradient is
     not left to clamp: torch 2.14 changed clamp's at the boundary x == floor
-    from 1 to 0, and a reference must not change with the torch version.
+    (a number as the bound) from 1 to 0, and a reference must not change
+    with the torch version.
     """
     return torch.where(x > floor, x, x.detach().clamp(min=floor))
 
@@ -157,7 +159,8 @@ class TripletHingeLoss(nn.Module):
     """
 
     # The function that computes the loss. Later chapters subclass this
-    # module and replace only this line (numpy, C++, CUDA implementations).
+    # module and replace only this line (the hand-written Function, the C++
+    # operator with its CUDA kernels, the Triton kernels).
     loss_function = staticmethod(reference_triplet_hinge_loss)
 
     def __init__(self, t1, t2, beta, reduction: str = "mean") -> None:

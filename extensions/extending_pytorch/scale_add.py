@@ -1,4 +1,4 @@
-"""Chapter 4, part A: z = 2x + y as a pybind11 extension, with autograd."""
+"""Chapter 4, sections 1-4: z = 2x + y as a pybind11 extension, with autograd."""
 
 from __future__ import annotations
 

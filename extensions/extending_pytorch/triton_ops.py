@@ -3,7 +3,7 @@
 Two kernels, forward and backward, each a program per row of the batch. They
 are registered as operators with `torch.library.triton_op`, so that on a GPU
 `torch.compile` sees the kernels themselves and launches them without a
-graph break (it does not fuse the surrounding operations into them). The public `triplet_hinge_loss` has the arguments, checks
+graph break (by default it does not fuse the surrounding operations into them). The public `triplet_hinge_loss` has the arguments, checks
 and messages of the chapter-4 operator's wrapper.
 
 Where no CUDA device is present, the kernels run on the CPU through Triton's
@@ -238,16 +238,17 @@ if INTERPRETED and not isinstance(tl.sum, InterpretedFunction):
 # (BLOCK_D) and how many warps (32 threads each) share them. The compiler
 # spreads a block's BLOCK_D elements over the num_warps * 32 threads, so each
 # thread loads BLOCK_D * itemsize / (32 * num_warps) bytes of each input per
-# step. A 128-bit load (ld.global.v4.b32, chapter 5's float4) needs 16 of
-# them: fewer, and the loads are narrower however aligned the rows are. At
-# most 64 (four 128-bit loads per input): there the backward kernel needs 80
-# to 126 registers (sm_90a, Triton 3.9); at 128 bytes 164 to 232 (float16 the
-# most), at most half as many resident warps as at 64, and at 256 (float64, 1024
-# columns on one warp) it runs out of its 255 and spills to memory. Those
-# two bounds, per dtype, choose the configurations tried from the candidates
-# below, and so does the row: no block longer than the row rounded up to a
-# power of 2 (lanes past it would only be masked off). tests/test_triton_ptx.py
-# compiles the configurations and reads the loads and the spills.
+# step. A 128-bit load (ld.global.v4.b32, chapter 5's 16-byte Pack) needs 16
+# of them: fewer, and the loads are narrower however aligned the rows are. At
+# most 64 (four 128-bit loads per input): there the backward kernel needs at
+# most 128 registers per thread (80 to 126 on sm_90a with Triton 3.9); at 128
+# bytes more than 128 (164 to 232, float16 the most), so fewer warps fit on a
+# multiprocessor, and at 256 (float64, 1024 columns on one warp) it runs out
+# of its 255 and spills to memory. Those two bounds, per dtype, choose the
+# configurations tried from the candidates below, and so does the row: no
+# block longer than the row rounded up to a power of 2 (lanes past it would
+# only be masked off). tests/test_triton_ptx.py compiles the configurations
+# and reads the loads, the registers and the spills.
 VECTOR_BYTES = 16
 MAX_BYTES_PER_THREAD = 64
 _CONFIGS = [
@@ -315,8 +316,9 @@ def interpreter_block(dim: int) -> int:
 def wrap_triton(kernel):
     """`torch.library.wrap_triton`, letting interpreted kernels through.
 
-    torch 2.13 returns an interpreted kernel unchanged (eager code can launch
-    it as it is); older releases reject it (pytorch/pytorch#152868).
+    torch 2.13 and later return an interpreted kernel unchanged (eager code
+    can launch it as it is; pytorch/pytorch#185597); releases without that
+    fix reject it (pytorch/pytorch#152868).
     """
     if INTERPRETED:
         return kernel

@@ -1,4 +1,4 @@
-"""Builds extending_pytorch_stable: one wheel for every torch >= 2.13.
+"""Builds extending_pytorch_stable: one wheel meant for torch 2.13 and later.
 
 From the repository root:
 
@@ -13,7 +13,8 @@ Two promises make the wheel portable, and the flags below keep both:
   torch's current stream, and the stable API hands out the CUDA stream itself
   (Stream::nativeHandle) only from 2.13 on;
 - across Python versions: py_limited_api=True builds a cp310-abi3 module
-  (only CPython's limited API), loadable by CPython 3.10 and later.
+  (only CPython's limited API), which installers accept on CPython 3.10 and
+  later (not on the free-threaded builds).
 
 It also runs on any x86-64 CPU: no -march/-mavx2 here; the hot loops are
 cloned per instruction set and picked at load time (target_clones).

@@ -1,4 +1,4 @@
-// A minimal pybind11 module, compiled by chapter 4 (section 14) twice with
+// A minimal pybind11 module, compiled by chapter 7 (section 3) twice with
 // -fsyntax-only: against CPython's full C API, and with Py_LIMITED_API as a
 // py_limited_api=True build defines it. pybind11 is written against the full
 // API, so the second compile fails inside pybind11's own headers. Not part of

@@ -1,4 +1,4 @@
-// Syntax-only probes of TORCH_TARGET_VERSION (chapter 4, section 14;
+// Syntax-only probes of TORCH_TARGET_VERSION (chapter 7, section 1;
 // tests/test_stable_abi.py). Compiled with -fsyntax-only, never linked.
 //
 //   -DPROBE_ATEN:          include ATen, which a stable-ABI build must not use.

@@ -1,6 +1,7 @@
 // The fused triplet hinge loss against the LibTorch stable ABI: the operator
 // extending_pytorch_stable::triplet_hinge_loss (and its backward), built once
-// into an abi3 wheel that loads on every torch from TORCH_TARGET_VERSION on.
+// into an abi3 wheel meant to load on the torch releases from TORCH_TARGET_VERSION
+// on (tests/test_stable_abi.py installs it beside torch 2.13 and 2.15).
 //
 // Same arithmetic as the ATen operator (csrc/triplet.cpp): both include
 // triplet_math.h, which includes no torch header. What differs is only what
@@ -49,7 +50,8 @@
 // Makes the shared library importable as extending_pytorch_stable._C. Like
 // the ATen package's _C it is empty: importing it runs the registrations
 // below. It uses only the limited Python API (Py_LIMITED_API is defined by
-// the build), which is what lets one .abi3.so serve every CPython >= 3.10.
+// the build), which is what lets one .abi3.so serve CPython 3.10 and later
+// (not the free-threaded builds, which do not support the limited API).
 extern "C" PyMODINIT_FUNC PyInit__C(void) {
   static PyModuleDef module = {
       PyModuleDef_HEAD_INIT,

@@ -1,4 +1,4 @@
-"""Chapter 4's fused triplet hinge loss, built against the LibTorch stable ABI.
+"""Chapter 7: chapter 4's fused triplet hinge loss, built against the LibTorch stable ABI.
 
 Importing the package loads the operators (the empty module _C runs their
 registration) and adds the Python parts: fake implementations for

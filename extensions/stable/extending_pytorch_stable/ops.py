@@ -14,9 +14,42 @@ _forward = torch.ops.extending_pytorch_stable.triplet_hinge_loss.default
 _backward_op = torch.ops.extending_pytorch_stable.triplet_hinge_loss_backward.default
 
 
+def _check_fake_inputs(anchor, positive, negative):
+    # The checks the C++ kernels make (dimensions, matching shapes, dtypes and
+    # devices), so that under torch.compile or export a mismatch is reported
+    # while tracing, naming the argument, and not only when a kernel runs.
+    # (The same as extending_pytorch.reference.check_triplet_inputs, copied:
+    # this package depends on torch alone.)
+    named = {"anchor": anchor, "positive": positive, "negative": negative}
+    for name, tensor in named.items():
+        if tensor.dim() != 2:
+            raise ValueError(
+                f"{name} must be 2-D (batch, dim), got {tensor.dim()}-D "
+                f"with shape {tuple(tensor.shape)}"
+            )
+        if not tensor.is_floating_point():
+            raise TypeError(f"{name} must have a floating-point dtype, got {tensor.dtype}")
+    for name in ("positive", "negative"):
+        tensor = named[name]
+        if tensor.shape != anchor.shape:
+            raise ValueError(
+                f"{name} must have the same shape as anchor "
+                f"{tuple(anchor.shape)}, got {tuple(tensor.shape)}"
+            )
+        if tensor.dtype != anchor.dtype:
+            raise TypeError(
+                f"{name} must have the same dtype as anchor ({anchor.dtype}), got {tensor.dtype}"
+            )
+        if tensor.device != anchor.device:
+            raise ValueError(
+                f"{name} must be on the same device as anchor ({anchor.device}), "
+                f"got {tensor.device}"
+            )
+
+
 @torch.library.register_fake("extending_pytorch_stable::triplet_hinge_loss")
 def _(anchor, positive, negative, t1, t2, beta, reduction="mean"):
-    torch._check(anchor.dim() == 2, lambda: "anchor must be 2-D (batch, dim)")
+    _check_fake_inputs(anchor, positive, negative)
     if reduction == "none":
         return anchor.new_empty(anchor.shape[0])
     return anchor.new_empty(())

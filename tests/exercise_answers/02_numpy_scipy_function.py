@@ -1,0 +1,257 @@
+"""Plausible wrong answers to the exercises of notebooks/02_numpy_scipy_function.ipynb, each with the error its check must raise.
+
+exercise number -> [(what is wrong, source defining the answer's name, exception, message regex)]
+"""
+
+from __future__ import annotations
+
+WRONG_ANSWERS = {
+    1: [
+        (
+            "always returns float64 (torch.from_numpy without like=)",
+            "class LambertW(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        w = torch.from_numpy(scipy.special.lambertw(x.detach().numpy()).real)\n"
+            "        ctx.save_for_backward(w)\n"
+            "        return w\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        (w,) = ctx.saved_tensors\n"
+            "        return grad / (torch.exp(w) * (1 + w))\n",
+            AssertionError,
+            r"float32 input gave torch\.float64",
+        ),
+        (
+            "saves the input and calls scipy again in backward (right gradient, output not saved)",
+            "class LambertW(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        ctx.save_for_backward(x)\n"
+            "        return numpy_ops.from_numpy(scipy.special.lambertw(numpy_ops.to_numpy(x)).real, like=x)\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        (x,) = ctx.saved_tensors\n"
+            "        w = numpy_ops.from_numpy(scipy.special.lambertw(numpy_ops.to_numpy(x)).real, like=x)\n"
+            "        return grad / (torch.exp(w) * (1 + w))\n",
+            AssertionError,
+            r"save the output w, and only w, with ctx\.save_for_backward",
+        ),
+        (
+            "saves x beside w and calls scipy again in backward (passed the old check)",
+            "class LambertW(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        w = numpy_ops.from_numpy(scipy.special.lambertw(numpy_ops.to_numpy(x)).real, like=x)\n"
+            "        ctx.save_for_backward(x, w)\n"
+            "        return w\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        x, _ = ctx.saved_tensors\n"
+            "        w = numpy_ops.from_numpy(scipy.special.lambertw(numpy_ops.to_numpy(x)).real, like=x)\n"
+            "        return grad / (torch.exp(w) * (1 + w))\n",
+            AssertionError,
+            r"save the output w, and only w, with ctx\.save_for_backward",
+        ),
+        (
+            "saves w.detach(): right first derivative, wrong second (passed the old check)",
+            "class LambertW(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        w = numpy_ops.from_numpy(scipy.special.lambertw(numpy_ops.to_numpy(x)).real, like=x)\n"
+            "        ctx.save_for_backward(w.detach())\n"
+            "        return w\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        (w,) = ctx.saved_tensors\n"
+            "        return grad / (torch.exp(w) * (1 + w))\n",
+            AssertionError,
+            r"second derivative is off: save w itself, not a detached copy",
+        ),
+        (
+            "keeps w as an attribute on ctx instead of saving it (section 3's rule; the tensor escapes the version check)",
+            "class LambertW(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        w = numpy_ops.from_numpy(scipy.special.lambertw(numpy_ops.to_numpy(x)).real, like=x)\n"
+            "        ctx.w = w\n"
+            "        return w\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        return grad / (torch.exp(ctx.w) * (1 + ctx.w))\n",
+            AssertionError,
+            r"save the output w, and only w, with ctx\.save_for_backward",
+        ),
+        (
+            "forgets the 1 + w factor: W' = 1 / e^W",
+            "class LambertW(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        w = numpy_ops.from_numpy(scipy.special.lambertw(numpy_ops.to_numpy(x)).real, like=x)\n"
+            "        ctx.save_for_backward(w)\n"
+            "        return w\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        (w,) = ctx.saved_tensors\n"
+            "        return grad / torch.exp(w)\n",
+            AssertionError,
+            r"gradient is off",
+        ),
+    ],
+    2: [
+        (
+            "backward in gaussian_filter1d's default mode, reflect",
+            "class GaussianBlur(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x, sigma):\n"
+            "        ctx.sigma = sigma\n"
+            "        out = scipy.ndimage.gaussian_filter1d(numpy_ops.to_numpy(x), sigma, axis=-1, mode='constant')\n"
+            "        return numpy_ops.from_numpy(out, like=x)\n"
+            "    @staticmethod\n"
+            "    @once_differentiable\n"
+            "    def backward(ctx, grad):\n"
+            "        out = scipy.ndimage.gaussian_filter1d(numpy_ops.to_numpy(grad), ctx.sigma, axis=-1)\n"
+            "        return numpy_ops.from_numpy(out, like=grad), None\n",
+            AssertionError,
+            r"gradient is off: is the backward the same filter, mode='constant'\?",
+        ),
+        (
+            "the right backward calling scipy, without @once_differentiable (an old official solution): "
+            "a gradient penalty built on it silently loses its term",
+            "class GaussianBlur(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x, sigma):\n"
+            "        ctx.sigma = sigma\n"
+            "        out = scipy.ndimage.gaussian_filter1d(numpy_ops.to_numpy(x), sigma, axis=-1, mode='constant')\n"
+            "        return numpy_ops.from_numpy(out, like=x)\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        out = scipy.ndimage.gaussian_filter1d(numpy_ops.to_numpy(grad), ctx.sigma, axis=-1, mode='constant')\n"
+            "        return numpy_ops.from_numpy(out, like=grad), None\n",
+            AssertionError,
+            r"the backward calls scipy: mark it @once_differentiable, or make it the Function itself",
+        ),
+        (
+            "scipy in backward, given a history by adding 0 * grad: gradcheck passes, second derivative 0",
+            "class GaussianBlur(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x, sigma):\n"
+            "        ctx.sigma = sigma\n"
+            "        out = scipy.ndimage.gaussian_filter1d(numpy_ops.to_numpy(x), sigma, axis=-1, mode='constant')\n"
+            "        return numpy_ops.from_numpy(out, like=x)\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        out = scipy.ndimage.gaussian_filter1d(numpy_ops.to_numpy(grad), ctx.sigma, axis=-1, mode='constant')\n"
+            "        return numpy_ops.from_numpy(out, like=grad) + 0 * grad, None\n",
+            AssertionError,
+            r"the second derivative is off: make the backward the Function itself",
+        ),
+        (
+            "forward and backward both in mode nearest (A not symmetric)",
+            "class GaussianBlur(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x, sigma):\n"
+            "        ctx.sigma = sigma\n"
+            "        out = scipy.ndimage.gaussian_filter1d(numpy_ops.to_numpy(x), sigma, axis=-1, mode='nearest')\n"
+            "        return numpy_ops.from_numpy(out, like=x)\n"
+            "    @staticmethod\n"
+            "    @once_differentiable\n"
+            "    def backward(ctx, grad):\n"
+            "        out = scipy.ndimage.gaussian_filter1d(numpy_ops.to_numpy(grad), ctx.sigma, axis=-1, mode='nearest')\n"
+            "        return numpy_ops.from_numpy(out, like=grad), None\n",
+            AssertionError,
+            r"the forward is off: gaussian_filter1d\(x, sigma, axis=-1, mode='constant'\)",
+        ),
+    ],
+    3: [
+        (
+            "softmax without the incoming gradient",
+            "class LogSumExp(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        lse = numpy_ops.from_numpy(scipy.special.logsumexp(numpy_ops.to_numpy(x), axis=-1), like=x)\n"
+            "        ctx.save_for_backward(x, lse)\n"
+            "        return lse\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        x, lse = ctx.saved_tensors\n"
+            "        return torch.exp(x - lse[..., None])\n",
+            AssertionError,
+            r"torch\.float64: the gradient is off: multiply the softmax by the incoming gradient",
+        ),
+        (
+            "softmax from scipy in backward, no @once_differentiable: second derivative silently wrong (passed the old check)",
+            "class LogSumExp(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        ctx.save_for_backward(x)\n"
+            "        return numpy_ops.from_numpy(scipy.special.logsumexp(numpy_ops.to_numpy(x), axis=-1), like=x)\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        (x,) = ctx.saved_tensors\n"
+            "        soft = numpy_ops.from_numpy(scipy.special.softmax(numpy_ops.to_numpy(x), axis=-1), like=x)\n"
+            "        return grad[..., None] * soft\n",
+            AssertionError,
+            r"second derivative is off: compute the backward with torch operations",
+        ),
+        (
+            "always float64: torch.from_numpy of a float64 result, no like= (passed the old check)",
+            "class LogSumExp(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        lse = torch.from_numpy(scipy.special.logsumexp(x.detach().numpy().astype('float64'), axis=-1))\n"
+            "        ctx.save_for_backward(x, lse)\n"
+            "        return lse\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        x, lse = ctx.saved_tensors\n"
+            "        return grad[..., None] * torch.exp(x - lse[..., None])\n",
+            AssertionError,
+            r"torch\.float32 input gave torch\.float64",
+        ),
+        (
+            "unstable: log(exp(x).sum()) in forward, exp(x) / exp(x).sum() in backward (passed the old check)",
+            "class LogSumExp(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        ctx.save_for_backward(x)\n"
+            "        return numpy_ops.from_numpy(np.log(np.exp(numpy_ops.to_numpy(x)).sum(axis=-1)), like=x)\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        (x,) = ctx.saved_tensors\n"
+            "        return grad[..., None] * x.exp() / x.exp().sum(dim=-1, keepdim=True)\n",
+            AssertionError,
+            r"torch\.float32: the value overflowed",
+        ),
+        (
+            "scipy's stable forward, but the softmax as exp(x) / exp(x).sum() in backward",
+            "class LogSumExp(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        ctx.save_for_backward(x)\n"
+            "        return numpy_ops.from_numpy(scipy.special.logsumexp(numpy_ops.to_numpy(x), axis=-1), like=x)\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        (x,) = ctx.saved_tensors\n"
+            "        return grad[..., None] * x.exp() / x.exp().sum(dim=-1, keepdim=True)\n",
+            AssertionError,
+            r"torch\.float32: the gradient overflowed: compute exp\(x - lse\)",
+        ),
+        (
+            "keeps x as an attribute on ctx, saves only lse (passed the old check)",
+            "class LogSumExp(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        lse = numpy_ops.from_numpy(scipy.special.logsumexp(numpy_ops.to_numpy(x), axis=-1), like=x)\n"
+            "        ctx.x = x\n"
+            "        ctx.save_for_backward(lse)\n"
+            "        return lse\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        (lse,) = ctx.saved_tensors\n"
+            "        return grad[..., None] * torch.exp(ctx.x - lse[..., None])\n",
+            AssertionError,
+            r"save x with ctx\.save_for_backward, not as an attribute on ctx",
+        ),
+    ],
+}

@@ -1,0 +1,211 @@
+"""Plausible wrong answers to the exercises of notebooks/03_handwritten_backward.ipynb, each with the error its check must raise.
+
+exercise number -> [(what is wrong, source defining the answer's name, exception, message regex)]
+"""
+
+from __future__ import annotations
+
+WRONG_ANSWERS = {
+    1: [
+        (
+            "the buggy sigmoid(-x) left as it is",
+            "class Softplus(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        ctx.save_for_backward(x)\n"
+            "        return F.softplus(x)\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        (x,) = ctx.saved_tensors\n"
+            "        return grad_output * torch.sigmoid(-x)\n",
+            AssertionError,
+            r"the gradient is still off",
+        ),
+        (
+            "right first derivative, but @once_differentiable",
+            "class Softplus(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        ctx.save_for_backward(x)\n"
+            "        return F.softplus(x)\n"
+            "    @staticmethod\n"
+            "    @once_differentiable\n"
+            "    def backward(ctx, grad_output):\n"
+            "        (x,) = ctx.saved_tensors\n"
+            "        return grad_output * torch.sigmoid(x)\n",
+            AssertionError,
+            r"the second derivative is off: make the backward differentiable",
+        ),
+        (
+            "right first derivative, computed from a detached x",
+            "class Softplus(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        ctx.save_for_backward(x)\n"
+            "        return F.softplus(x)\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        (x,) = ctx.saved_tensors\n"
+            "        return grad_output * torch.sigmoid(x.detach())\n",
+            AssertionError,
+            r"the second derivative is off: make the backward differentiable",
+        ),
+    ],
+    2: [
+        (
+            "divides by the norm and forgets the projection term",
+            "class Normalize(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        norm = x.norm(dim=-1, keepdim=True)\n"
+            "        ctx.save_for_backward(norm)\n"
+            "        return x / norm\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        (norm,) = ctx.saved_tensors\n"
+            "        return grad_output / norm\n",
+            AssertionError,
+            r"the gradient is off: did you keep the projection term",
+        ),
+        (
+            "saves the norm, an intermediate (the old official solution): double backward wrong",
+            "class Normalize(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        norm = x.norm(dim=-1, keepdim=True)\n"
+            "        y = x / norm\n"
+            "        ctx.save_for_backward(y, norm)\n"
+            "        return y\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        y, norm = ctx.saved_tensors\n"
+            "        return (grad_output - y * (y * grad_output).sum(dim=-1, keepdim=True)) / norm\n",
+            AssertionError,
+            r"the second derivative is off: save only inputs and outputs",
+        ),
+        (
+            "the projection with x in place of y",
+            "class Normalize(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        y = x / x.norm(dim=-1, keepdim=True)\n"
+            "        ctx.save_for_backward(x, y)\n"
+            "        return y\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        x, y = ctx.saved_tensors\n"
+            "        norm = x.norm(dim=-1, keepdim=True)\n"
+            "        return (grad_output - x * (x * grad_output).sum(dim=-1, keepdim=True)) / norm\n",
+            AssertionError,
+            r"the gradient is off",
+        ),
+    ],
+    3: [
+        (
+            "the classic style, forward(ctx, x)",
+            "FuncExp = fn.Exp\n",
+            RuntimeError,
+            r"must override the setup_context staticmethod",
+        ),
+        (
+            "setup_context style without a vmap rule",
+            "class FuncExp(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(x):\n"
+            "        return x.exp()\n"
+            "    @staticmethod\n"
+            "    def setup_context(ctx, inputs, output):\n"
+            "        ctx.save_for_backward(output)\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        (result,) = ctx.saved_tensors\n"
+            "        return grad_output * result\n",
+            RuntimeError,
+            r"vmap",
+        ),
+        (
+            "keeps the output as an attribute on ctx (passed the old check)",
+            "class FuncExp(Function):\n"
+            "    generate_vmap_rule = True\n"
+            "    @staticmethod\n"
+            "    def forward(x):\n"
+            "        return x.exp()\n"
+            "    @staticmethod\n"
+            "    def setup_context(ctx, inputs, output):\n"
+            "        ctx.result = output\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        return grad_output * ctx.result\n",
+            AssertionError,
+            r"save the output with ctx\.save_for_backward, not as an attribute on ctx",
+        ),
+        (
+            "returns the saved output without multiplying by the incoming gradient",
+            "class FuncExp(Function):\n"
+            "    generate_vmap_rule = True\n"
+            "    @staticmethod\n"
+            "    def forward(x):\n"
+            "        return x.exp()\n"
+            "    @staticmethod\n"
+            "    def setup_context(ctx, inputs, output):\n"
+            "        ctx.save_for_backward(output)\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        (result,) = ctx.saved_tensors\n"
+            "        return result\n",
+            AssertionError,
+            r"the gradient is off",
+        ),
+        (
+            "saves the input and recomputes exp in backward (passed the old check)",
+            "class FuncExp(Function):\n"
+            "    generate_vmap_rule = True\n"
+            "    @staticmethod\n"
+            "    def forward(x):\n"
+            "        return x.exp()\n"
+            "    @staticmethod\n"
+            "    def setup_context(ctx, inputs, output):\n"
+            "        ctx.save_for_backward(inputs[0])\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        (x,) = ctx.saved_tensors\n"
+            "        return grad_output * x.exp()\n",
+            AssertionError,
+            r"save the output, and only the output, with ctx\.save_for_backward",
+        ),
+        (
+            "saves the input beside the output (passed the old check)",
+            "class FuncExp(Function):\n"
+            "    generate_vmap_rule = True\n"
+            "    @staticmethod\n"
+            "    def forward(x):\n"
+            "        return x.exp()\n"
+            "    @staticmethod\n"
+            "    def setup_context(ctx, inputs, output):\n"
+            "        ctx.save_for_backward(inputs[0], output)\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        _, result = ctx.saved_tensors\n"
+            "        return grad_output * result\n",
+            AssertionError,
+            r"save the output, and only the output, with ctx\.save_for_backward",
+        ),
+        (
+            "saves output.detach(): right first derivative, wrong second (passed the old check)",
+            "class FuncExp(Function):\n"
+            "    generate_vmap_rule = True\n"
+            "    @staticmethod\n"
+            "    def forward(x):\n"
+            "        return x.exp()\n"
+            "    @staticmethod\n"
+            "    def setup_context(ctx, inputs, output):\n"
+            "        ctx.save_for_backward(output.detach())\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        (result,) = ctx.saved_tensors\n"
+            "        return grad_output * result\n",
+            AssertionError,
+            r"the second derivative is off: save the output itself, not a detached copy",
+        ),
+    ],
+}

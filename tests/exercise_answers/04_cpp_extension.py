@@ -1,0 +1,256 @@
+"""Plausible wrong answers to the exercises of notebooks/04_cpp_extension.ipynb, each with the error its check must raise.
+
+exercise number -> [(what is wrong, source defining the answer's name, exception, message regex)]
+"""
+
+from __future__ import annotations
+
+WRONG_ANSWERS = {
+    1: [
+        (
+            "never trains: returns the two starting weights",
+            "def train_twice(steps=20):\n"
+            "    finals = []\n"
+            "    for _ in range(2):\n"
+            "        torch.manual_seed(0)\n"
+            "        finals.append(torch.nn.Linear(16, 4).weight.detach())\n"
+            "    return finals\n",
+            AssertionError,
+            r"did it train\?",
+        ),
+        (
+            "trains with the reference twice: the C++ operator never runs",
+            "def train_twice(steps=20):\n"
+            "    finals = []\n"
+            "    for criterion in (ep.TripletHingeLoss(-1.0, 0.05, 0.1), ep.TripletHingeLoss(-1.0, 0.05, 0.1)):\n"
+            "        torch.manual_seed(0)\n"
+            "        net = torch.nn.Linear(16, 4)\n"
+            "        optimizer = torch.optim.SGD(net.parameters(), lr=0.05)\n"
+            "        data = torch.randn(steps, 3, 32, 16, generator=torch.Generator().manual_seed(1))\n"
+            "        for batch in data:\n"
+            "            optimizer.zero_grad()\n"
+            "            criterion(*(net(t) for t in batch)).backward()\n"
+            "            optimizer.step()\n"
+            "        finals.append(net.weight.detach())\n"
+            "    return finals\n",
+            AssertionError,
+            r"was the C\+\+ operator used\?",
+        ),
+        (
+            "uses the C++ loss in both runs: nothing is compared with the reference",
+            "def train_twice(steps=20):\n"
+            "    finals = []\n"
+            "    for criterion in (ops.CppTripletHingeLoss(-1.0, 0.05, 0.1), ops.CppTripletHingeLoss(-1.0, 0.05, 0.1)):\n"
+            "        torch.manual_seed(0)\n"
+            "        net = torch.nn.Linear(16, 4)\n"
+            "        optimizer = torch.optim.SGD(net.parameters(), lr=0.05)\n"
+            "        data = torch.randn(steps, 3, 32, 16, generator=torch.Generator().manual_seed(1))\n"
+            "        for batch in data:\n"
+            "            optimizer.zero_grad()\n"
+            "            criterion(*(net(t) for t in batch)).backward()\n"
+            "            optimizer.step()\n"
+            "        finals.append(net.weight.detach())\n"
+            "    return finals\n",
+            AssertionError,
+            r"the C\+\+ operator ran 40 times: use it in one run only",
+        ),
+        (
+            "trains once, with the C++ loss, and returns that run's weights twice",
+            "def train_twice(steps=20):\n"
+            "    criterion = ops.CppTripletHingeLoss(-1.0, 0.05, 0.1)\n"
+            "    torch.manual_seed(0)\n"
+            "    net = torch.nn.Linear(16, 4)\n"
+            "    optimizer = torch.optim.SGD(net.parameters(), lr=0.05)\n"
+            "    data = torch.randn(steps, 3, 32, 16, generator=torch.Generator().manual_seed(1))\n"
+            "    for batch in data:\n"
+            "        optimizer.zero_grad()\n"
+            "        criterion(*(net(t) for t in batch)).backward()\n"
+            "        optimizer.step()\n"
+            "    w = net.weight.detach()\n"
+            "    return [w, w]\n",
+            AssertionError,
+            r"chapter 1's TripletHingeLoss ran 0 times in 20 steps",
+        ),
+        (
+            "trains both, but returns the C++ run's weights in both places",
+            "def train_twice(steps=20):\n"
+            "    finals = []\n"
+            "    for criterion in (ep.TripletHingeLoss(-1.0, 0.05, 0.1), ops.CppTripletHingeLoss(-1.0, 0.05, 0.1)):\n"
+            "        torch.manual_seed(0)\n"
+            "        net = torch.nn.Linear(16, 4)\n"
+            "        optimizer = torch.optim.SGD(net.parameters(), lr=0.05)\n"
+            "        data = torch.randn(steps, 3, 32, 16, generator=torch.Generator().manual_seed(1))\n"
+            "        for batch in data:\n"
+            "            optimizer.zero_grad()\n"
+            "            criterion(*(net(t) for t in batch)).backward()\n"
+            "            optimizer.step()\n"
+            "        finals.append(net.weight.detach())\n"
+            "    return [finals[1], finals[1]]\n",
+            AssertionError,
+            r"the two results are the same tensor",
+        ),
+        (
+            "seeds only once: the second net starts from other weights",
+            "def train_twice(steps=20):\n"
+            "    finals = []\n"
+            "    torch.manual_seed(0)\n"
+            "    for criterion in (ep.TripletHingeLoss(-1.0, 0.05, 0.1), ops.CppTripletHingeLoss(-1.0, 0.05, 0.1)):\n"
+            "        net = torch.nn.Linear(16, 4)\n"
+            "        optimizer = torch.optim.SGD(net.parameters(), lr=0.05)\n"
+            "        data = torch.randn(steps, 3, 32, 16, generator=torch.Generator().manual_seed(1))\n"
+            "        for batch in data:\n"
+            "            optimizer.zero_grad()\n"
+            "            criterion(*(net(t) for t in batch)).backward()\n"
+            "            optimizer.step()\n"
+            "        finals.append(net.weight.detach())\n"
+            "    return finals\n",
+            AssertionError,
+            r"the runs end apart: same initial weights",
+        ),
+    ],
+    2: [
+        (
+            "returns the first row's gradient instead of the sum over rows",
+            "def prototype_gradient(anchor, prototype, negative, t1=-1.0, t2=0.5, beta=0.5):\n"
+            "    positive = prototype.expand_as(anchor)\n"
+            "    d_ap = ep.squared_distance(anchor, positive)\n"
+            "    d_an = ep.squared_distance(anchor, negative)\n"
+            "    push = (d_ap - d_an > t1).to(anchor.dtype)\n"
+            "    pull = (d_ap > t2).to(anchor.dtype)\n"
+            "    g = 1.0 / anchor.shape[0]\n"
+            "    per_row = -2 * g * (push + beta * pull)[:, None] * (anchor - positive)\n"
+            "    return per_row[:1]\n",
+            AssertionError,
+            r"not close",
+        ),
+        (
+            "drops the pull mask (as if d_ap > t2 always held)",
+            "def prototype_gradient(anchor, prototype, negative, t1=-1.0, t2=0.5, beta=0.5):\n"
+            "    positive = prototype.expand_as(anchor)\n"
+            "    d_ap = ep.squared_distance(anchor, positive)\n"
+            "    d_an = ep.squared_distance(anchor, negative)\n"
+            "    push = (d_ap - d_an > t1).to(anchor.dtype)\n"
+            "    g = 1.0 / anchor.shape[0]\n"
+            "    per_row = -2 * g * (push + beta)[:, None] * (anchor - positive)\n"
+            "    return per_row.sum(dim=0, keepdim=True)\n",
+            AssertionError,
+            r"not close",
+        ),
+    ],
+    3: [
+        (
+            "the distance, not its square: a square root too many",
+            'SQUARED_DISTANCE_CPP = r"""\n'
+            "#include <ATen/ATen.h>\n"
+            "#include <torch/library.h>\n"
+            "namespace {\n"
+            "at::Tensor distance(const at::Tensor& x, const at::Tensor& y) { return (x - y).square().sum(1).sqrt(); }\n"
+            "}  // namespace\n"
+            'TORCH_LIBRARY(ex_rowdist, m) { m.def("squared_distance(Tensor x, Tensor y) -> Tensor"); }\n'
+            'TORCH_LIBRARY_IMPL(ex_rowdist, CPU, m) { m.impl("squared_distance", &distance); }\n'
+            '"""\n',
+            AssertionError,
+            r"float32: the values are off; is each difference squared\?",
+        ),
+        (
+            "saves a temporary: subtracts and squares in x's memory (the schema says x is not mutated)",
+            'SQUARED_DISTANCE_CPP = r"""\n'
+            "#include <ATen/ATen.h>\n"
+            "#include <torch/library.h>\n"
+            "namespace {\n"
+            "at::Tensor distance(const at::Tensor& x, const at::Tensor& y) { return x.sub_(y).square_().sum(1); }\n"
+            "}  // namespace\n"
+            'TORCH_LIBRARY(ex_rowdist, m) { m.def("squared_distance(Tensor x, Tensor y) -> Tensor"); }\n'
+            'TORCH_LIBRARY_IMPL(ex_rowdist, CPU, m) { m.impl("squared_distance", &distance); }\n'
+            '"""\n',
+            AssertionError,
+            r"opcheck, \(1, 1\) float32: .*'test_schema': 'Argument x is not defined as mutable but was mutated'.*"
+            r"\nthe schema's `-> Tensor` promises a new tensor",
+        ),
+        (
+            "indexes data_ptr() as if contiguous (row * D + j), without .contiguous()",
+            'SQUARED_DISTANCE_CPP = r"""\n'
+            "#include <ATen/ATen.h>\n"
+            "#include <ATen/Dispatch.h>\n"
+            "#include <torch/library.h>\n"
+            "namespace {\n"
+            "at::Tensor distance(const at::Tensor& x, const at::Tensor& y) {\n"
+            "  const int64_t rows = x.size(0), dim = x.size(1);\n"
+            "  at::Tensor out = at::empty({rows}, x.options());\n"
+            '  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "squared_distance", [&] {\n'
+            "    const scalar_t* xs = x.data_ptr<scalar_t>();\n"
+            "    const scalar_t* ys = y.data_ptr<scalar_t>();\n"
+            "    scalar_t* d = out.data_ptr<scalar_t>();\n"
+            "    for (int64_t i = 0; i < rows; ++i) {\n"
+            "      scalar_t total = 0;\n"
+            "      for (int64_t j = 0; j < dim; ++j) {\n"
+            "        const scalar_t diff = xs[i * dim + j] - ys[i * dim + j];\n"
+            "        total += diff * diff;\n"
+            "      }\n"
+            "      d[i] = total;\n"
+            "    }\n"
+            "  });\n"
+            "  return out;\n"
+            "}\n"
+            "}  // namespace\n"
+            'TORCH_LIBRARY(ex_rowdist, m) { m.def("squared_distance(Tensor x, Tensor y) -> Tensor"); }\n'
+            'TORCH_LIBRARY_IMPL(ex_rowdist, CPU, m) { m.impl("squared_distance", &distance); }\n'
+            '"""\n',
+            AssertionError,
+            r"x transposed, strides \(1, 33\): the values are off; index with the strides, or call \.contiguous\(\)",
+        ),
+        (
+            "checks dims and dtypes but not that y has the shape of x (reads only x's rows and columns of y)",
+            'SQUARED_DISTANCE_CPP = r"""\n'
+            "#include <ATen/ATen.h>\n"
+            "#include <ATen/Dispatch.h>\n"
+            "#include <torch/library.h>\n"
+            "namespace {\n"
+            "at::Tensor distance(const at::Tensor& x, const at::Tensor& y) {\n"
+            '  TORCH_CHECK(x.dim() == 2 && y.dim() == 2, "squared_distance: x and y must be 2-D");\n'
+            '  TORCH_CHECK(y.scalar_type() == x.scalar_type(), "squared_distance: y must have the dtype of x");\n'
+            "  TORCH_CHECK(x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble,\n"
+            '              "squared_distance: x must be float32 or float64");\n'
+            "  const int64_t rows = x.size(0), dim = x.size(1);\n"
+            "  at::Tensor out = at::empty({rows}, x.options());\n"
+            '  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "squared_distance", [&] {\n'
+            "    const auto xs = x.accessor<scalar_t, 2>();\n"
+            "    const auto ys = y.accessor<scalar_t, 2>();\n"
+            "    for (int64_t i = 0; i < rows; ++i) {\n"
+            "      scalar_t total = 0;\n"
+            "      for (int64_t j = 0; j < dim; ++j) {\n"
+            "        total += (xs[i][j] - ys[i][j]) * (xs[i][j] - ys[i][j]);\n"
+            "      }\n"
+            "      out.data_ptr<scalar_t>()[i] = total;\n"
+            "    }\n"
+            "  });\n"
+            "  return out;\n"
+            "}\n"
+            "}  // namespace\n"
+            'TORCH_LIBRARY(ex_rowdist, m) { m.def("squared_distance(Tensor x, Tensor y) -> Tensor"); }\n'
+            'TORCH_LIBRARY_IMPL(ex_rowdist, CPU, m) { m.impl("squared_distance", &distance); }\n'
+            '"""\n',
+            AssertionError,
+            r"x = torch\.randn\(3, 4\), y = torch\.randn\(5, 6\) raised no error: reject it with a TORCH_CHECK naming y",
+        ),
+        (
+            "ATen's arithmetic with no shape check: its broadcasting error does not name y",
+            'SQUARED_DISTANCE_CPP = r"""\n'
+            "#include <ATen/ATen.h>\n"
+            "#include <torch/library.h>\n"
+            "namespace {\n"
+            "at::Tensor distance(const at::Tensor& x, const at::Tensor& y) {\n"
+            '  TORCH_CHECK(x.dim() == 2, "squared_distance: x must be 2-D");\n'
+            '  TORCH_CHECK(x.is_floating_point(), "squared_distance: x must be floating point");\n'
+            "  return (x - y).square().sum(1);\n"
+            "}\n"
+            "}  // namespace\n"
+            'TORCH_LIBRARY(ex_rowdist, m) { m.def("squared_distance(Tensor x, Tensor y) -> Tensor"); }\n'
+            'TORCH_LIBRARY_IMPL(ex_rowdist, CPU, m) { m.impl("squared_distance", &distance); }\n'
+            '"""\n',
+            AssertionError,
+            r"y = torch\.randn\(5, 6\) raised RuntimeError\('The size of tensor a \(4\) must match the size of tensor b "
+            r"\(6\).*raise it with a TORCH_CHECK naming y",
+        ),
+    ],
+}

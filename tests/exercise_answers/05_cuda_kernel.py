@@ -1,0 +1,240 @@
+"""Plausible wrong answers to the exercises of notebooks/05_cuda_kernel.ipynb, each with the error its check must raise.
+
+exercise number -> [(what is wrong, source defining the answer's name, exception, message regex)]
+"""
+
+from __future__ import annotations
+
+WRONG_ANSWERS = {
+    1: [
+        (
+            "no cap on the grid (2^37 blocks for 2^40 rows, past gridDim.x's limit)",
+            "def launch_shape(batch):\n    return (batch + 7) // 8, 256\n",
+            AssertionError,
+            r"capped at 2\^20 blocks",
+        ),
+        (
+            "rounds the block count down: the last rows of a batch that is not a multiple of 8 are left out",
+            "def launch_shape(batch):\n    return min(batch // 8, 2**20), 256\n",
+            AssertionError,
+            r"batch=1: 0 blocks; it takes ceil\(1 / 8\) = 1",
+        ),
+        (
+            "returns the warps per block (8), not the threads (256)",
+            "def launch_shape(batch):\n    return min((batch + 7) // 8, 2**20), 8\n",
+            AssertionError,
+            r"8 warps of 32 threads make 256, got 8",
+        ),
+        (
+            "one block per row: 8 times the blocks needed, 7 of every 8 warps idle",
+            "def launch_shape(batch):\n    return min(batch, 2**20), 256\n",
+            AssertionError,
+            r"batch=7: 7 blocks; it takes ceil\(7 / 8\) = 1",
+        ),
+    ],
+    2: [
+        (
+            "stops one exchange early (offsets 16, 8, 4, 2)",
+            "def butterfly_sum(values, offsets=(16, 8, 4, 2)):\n"
+            "    lanes = list(values)\n"
+            "    for offset in offsets:\n"
+            "        lanes = [lanes[i] + lanes[i ^ offset] for i in range(32)]\n"
+            "    return lanes\n",
+            AssertionError,
+            r"every lane should hold the sum",
+        ),
+        (
+            "rotates (lane i + offset) instead of exchanging (lane i XOR offset)",
+            "def butterfly_sum(values, offsets=(16, 8, 4, 2, 1)):\n"
+            "    lanes = list(values)\n"
+            "    for offset in offsets:\n"
+            "        lanes = [lanes[i] + lanes[(i + offset) % 32] for i in range(32)]\n"
+            "    return lanes\n",
+            AssertionError,
+            r"values\[i\] \+ values\[i \^ 1\]",
+        ),
+        (
+            "skips the exchanges and hands every lane the total",
+            "def butterfly_sum(values, offsets=(16, 8, 4, 2, 1)):\n"
+            "    return [sum(values)] * 32\n",
+            AssertionError,
+            r"values\[i\] \+ values\[i \^ 1\]",
+        ),
+    ],
+    3: [
+        (
+            "counts only the inputs (3 B D numbers, not 9 B D)",
+            "def floor_milliseconds(batch, dim, bandwidth_gb_per_s, element_size=4):\n"
+            "    return 3 * batch * dim * element_size / (bandwidth_gb_per_s * 1e9) * 1e3\n",
+            AssertionError,
+            r"count 9 B D numbers",
+        ),
+        (
+            "returns seconds, not milliseconds",
+            "def floor_milliseconds(batch, dim, bandwidth_gb_per_s, element_size=4):\n"
+            "    return 9 * batch * dim * element_size / (bandwidth_gb_per_s * 1e9)\n",
+            AssertionError,
+            r"that is seconds: return milliseconds",
+        ),
+        (
+            "takes a GB as 2^30 bytes",
+            "def floor_milliseconds(batch, dim, bandwidth_gb_per_s, element_size=4):\n"
+            "    return 9 * batch * dim * element_size / (bandwidth_gb_per_s * 2**30) * 1e3\n",
+            AssertionError,
+            r"a GB/s is 10\^9 bytes per second, not 2\^30",
+        ),
+        (
+            "ignores element_size (always 4 bytes)",
+            "def floor_milliseconds(batch, dim, bandwidth_gb_per_s, element_size=4):\n"
+            "    return 9 * batch * dim * 4 / (bandwidth_gb_per_s * 1e9) * 1e3\n",
+            AssertionError,
+            r"use element_size: a float64 number is 8 bytes",
+        ),
+    ],
+    4: [
+        (
+            "no broadcast: lane 0 holds the sum, the other lanes their partial sums",
+            'row_sums_source = r"""\n'
+            "__global__ void row_sums(const float* x, float* out, int rows, int cols) {\n"
+            "  const int lane = threadIdx.x % 32;\n"
+            "  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;\n"
+            "  if (row >= rows) return;\n"
+            "  float v = 0;\n"
+            "  for (int j = lane; j < cols; j += 32) v += x[row * cols + j];\n"
+            "  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);\n"
+            "  out[row * 32 + lane] = v;\n"
+            "}\n"
+            '"""\n',
+            AssertionError,
+            r"only lane 0 holds the sum: broadcast it with __shfl_sync",
+        ),
+        (
+            "the shuffle inside divergent code (if (lane < 16)): lanes 16-31 never reach it",
+            'row_sums_source = r"""\n'
+            "__global__ void row_sums(const float* x, float* out, int rows, int cols) {\n"
+            "  const int lane = threadIdx.x % 32;\n"
+            "  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;\n"
+            "  if (row >= rows) return;\n"
+            "  float v = 0;\n"
+            "  for (int j = lane; j < cols; j += 32) v += x[row * cols + j];\n"
+            "  for (int offset = 16; offset > 0; offset /= 2) {\n"
+            "    if (lane < 16) v += __shfl_down_sync(0xffffffffu, v, offset);\n"
+            "  }\n"
+            "  v = __shfl_sync(0xffffffffu, v, 0);\n"
+            "  out[row * 32 + lane] = v;\n"
+            "}\n"
+            '"""\n',
+            RuntimeError,
+            r"exercise_4\.cu:11: __shfl_sync\(\) .* diverged: lane 0 .* waits at __shfl_down_sync\(\) at exercise_4\.cu:9",
+        ),
+        (
+            "stops one exchange early (offset > 1): lane 0 misses the other half of the sums",
+            'row_sums_source = r"""\n'
+            "__global__ void row_sums(const float* x, float* out, int rows, int cols) {\n"
+            "  const int lane = threadIdx.x % 32;\n"
+            "  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;\n"
+            "  if (row >= rows) return;\n"
+            "  float v = 0;\n"
+            "  for (int j = lane; j < cols; j += 32) v += x[row * cols + j];\n"
+            "  for (int offset = 16; offset > 1; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);\n"
+            "  v = __shfl_sync(0xffffffffu, v, 0);\n"
+            "  out[row * 32 + lane] = v;\n"
+            "}\n"
+            '"""\n',
+            AssertionError,
+            r"lane 0 does not hold the row's sum",
+        ),
+        (
+            "the row bound only on the write: the two warps without a row read past the input",
+            'row_sums_source = r"""\n'
+            "__global__ void row_sums(const float* x, float* out, int rows, int cols) {\n"
+            "  const int lane = threadIdx.x % 32;\n"
+            "  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;\n"
+            "  float v = 0;\n"
+            "  for (int j = lane; j < cols; j += 32) v += x[row * cols + j];\n"
+            "  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);\n"
+            "  v = __shfl_sync(0xffffffffu, v, 0);\n"
+            "  if (row < rows) out[row * 32 + lane] = v;\n"
+            "}\n"
+            '"""\n',
+            AssertionError,
+            r"out of bounds at exercise_4\.cu:6: the warp of row 10 has no row \(rows = 10\); "
+            r"a warp with row >= rows must not read or write",
+        ),
+        (
+            "no row bound: the two warps without a row read and write past the tensors",
+            'row_sums_source = r"""\n'
+            "__global__ void row_sums(const float* x, float* out, int rows, int cols) {\n"
+            "  const int lane = threadIdx.x % 32;\n"
+            "  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;\n"
+            "  float v = 0;\n"
+            "  for (int j = lane; j < cols; j += 32) v += x[row * cols + j];\n"
+            "  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);\n"
+            "  v = __shfl_sync(0xffffffffu, v, 0);\n"
+            "  out[row * 32 + lane] = v;\n"
+            "}\n"
+            '"""\n',
+            AssertionError,
+            r"out of bounds at exercise_4\.cu:6: the warp of row 10 has no row \(rows = 10\); "
+            r"a warp with row >= rows must not read or write",
+        ),
+    ],
+    5: [
+        (
+            "no row bound: the warp past the last row reads past the inputs",
+            'squared_distance_source = r"""\n'
+            "__global__ void squared_distance(const float* a, const float* p, float* out, int rows, int dim) {\n"
+            "  const int lane = threadIdx.x % 32;\n"
+            "  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;\n"
+            "  float sum = 0;\n"
+            "  for (int j = lane; j < dim; j += 32) {\n"
+            "    const float d = a[row * dim + j] - p[row * dim + j];\n"
+            "    sum += d * d;\n"
+            "  }\n"
+            "  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);\n"
+            "  if (lane == 0) out[row] = sum;\n"
+            "}\n"
+            '"""\n',
+            AssertionError,
+            r"out of bounds at exercise_5\.cu:7: the warp of row 5 accessed memory past the last row",
+        ),
+        (
+            "no column bound: the lanes read whole chunks of 32 columns, past the end of the last row",
+            'squared_distance_source = r"""\n'
+            "__global__ void squared_distance(const float* a, const float* p, float* out, int rows, int dim) {\n"
+            "  const int lane = threadIdx.x % 32;\n"
+            "  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;\n"
+            "  if (row >= rows) return;\n"
+            "  float sum = 0;\n"
+            "  for (int k = 0; k < (dim + 31) / 32; ++k) {\n"
+            "    const int j = 32 * k + lane;\n"
+            "    const float d = a[row * dim + j] - p[row * dim + j];\n"
+            "    sum += d * d;\n"
+            "  }\n"
+            "  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);\n"
+            "  if (lane == 0) out[row] = sum;\n"
+            "}\n"
+            '"""\n',
+            AssertionError,
+            r"out of bounds at exercise_5\.cu:9: row 4 read past its last column",
+        ),
+        (
+            "no warp reduction: lane 0 writes its own partial sum",
+            'squared_distance_source = r"""\n'
+            "__global__ void squared_distance(const float* a, const float* p, float* out, int rows, int dim) {\n"
+            "  const int lane = threadIdx.x % 32;\n"
+            "  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;\n"
+            "  if (row >= rows) return;\n"
+            "  float sum = 0;\n"
+            "  for (int j = lane; j < dim; j += 32) {\n"
+            "    const float d = a[row * dim + j] - p[row * dim + j];\n"
+            "    sum += d * d;\n"
+            "  }\n"
+            "  if (lane == 0) out[row] = sum;\n"
+            "}\n"
+            '"""\n',
+            AssertionError,
+            r"not torch's distances \(does lane 0 write the warp's sum of all 32 lanes\?\)",
+        ),
+    ],
+}

@@ -1,0 +1,289 @@
+"""Plausible wrong answers to the exercises of notebooks/06_triton_kernel.ipynb, each with the error its check must raise.
+
+exercise number -> [(what is wrong, source defining the answer's name, exception, message regex)]
+"""
+
+from __future__ import annotations
+
+WRONG_ANSWERS = {
+    1: [
+        (
+            "no mask on the last block (reads past the end of each row)",
+            "@triton.jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    row = tl.program_id(0).to(tl.int64)\n"
+            "    total = tl.zeros([BLOCK], dtype=tl.float32)\n"
+            "    for start in range(0, dim, BLOCK):\n"
+            "        cols = start + tl.arange(0, BLOCK)\n"
+            "        x = tl.load(x_ptr + row * row_stride + cols * col_stride)\n"
+            "        total += x * x\n"
+            "    tl.store(out_ptr + row, tl.sum(total, axis=0))\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
+            "    return out\n",
+            AssertionError,
+            r"read outside the rows' 100 columns \(a missing mask\?",
+        ),
+        (
+            "one block as wide as the row (next_power_of_2(dim)), no loop",
+            "@triton.jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    row = tl.program_id(0).to(tl.int64)\n"
+            "    cols = tl.arange(0, BLOCK)\n"
+            "    mask = cols < dim\n"
+            "    x = tl.load(x_ptr + row * row_stride + cols.to(tl.int64) * col_stride, mask=mask, other=0.0)\n"
+            "    tl.store(out_ptr + row, tl.sum(x * x, axis=0))\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](\n"
+            "        x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=triton.next_power_of_2(x.shape[1])\n"
+            "    )\n"
+            "    return out\n",
+            AssertionError,
+            r"launched with BLOCK=128: loop over the row 16 columns at a time",
+        ),
+        (
+            "a single hard-coded block, tl.arange(0, 64) with a mask, launched with BLOCK=16 (passed the old check)",
+            "@triton.jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    row = tl.program_id(0).to(tl.int64)\n"
+            "    cols = tl.arange(0, 64)\n"
+            "    mask = cols < dim\n"
+            "    x = tl.load(x_ptr + row * row_stride + cols.to(tl.int64) * col_stride, mask=mask, other=0.0)\n"
+            "    tl.store(out_ptr + row, tl.sum(x * x, axis=0))\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
+            "    return out\n",
+            AssertionError,
+            r"wrong on rows of 100 columns: does the loop cover the whole row\?",
+        ),
+        (
+            "one program loops over every row, given their number (passed the old check)",
+            "@triton.jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, n_rows, BLOCK: tl.constexpr):\n"
+            "    for row in range(0, n_rows):\n"
+            "        total = tl.zeros([BLOCK], dtype=tl.float32)\n"
+            "        for start in range(0, dim, BLOCK):\n"
+            "            cols = start + tl.arange(0, BLOCK)\n"
+            "            mask = cols < dim\n"
+            "            cols = cols.to(tl.int64)\n"
+            "            x = tl.load(x_ptr + row * row_stride + cols * col_stride, mask=mask, other=0.0)\n"
+            "            total += x * x\n"
+            "        tl.store(out_ptr + row, tl.sum(total, axis=0))\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(1,)](x, out, x.shape[1], x.stride(0), x.stride(1), x.shape[0], BLOCK=16)\n"
+            "    return out\n",
+            AssertionError,
+            r"takes \['n_rows'\] besides the exercise's arguments: .* launch one program per row",
+        ),
+        (
+            "32-bit offsets: row * row_stride and col * col_stride in int32 (passed the old check)",
+            "@triton.jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    row = tl.program_id(0)\n"
+            "    total = tl.zeros([BLOCK], dtype=tl.float32)\n"
+            "    for start in range(0, dim, BLOCK):\n"
+            "        cols = start + tl.arange(0, BLOCK)\n"
+            "        x = tl.load(x_ptr + row * row_stride + cols * col_stride, mask=cols < dim, other=0.0)\n"
+            "        total += x.to(tl.float32) * x.to(tl.float32)\n"
+            "    tl.store(out_ptr + row, tl.sum(total, axis=0))\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
+            "    return out\n",
+            AssertionError,
+            r"wrong where row \* row_stride passes 2\*\*31: compute offsets in 64 bits",
+        ),
+        (
+            "64-bit rows, but col * col_stride still in int32",
+            "@triton.jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    row = tl.program_id(0).to(tl.int64)\n"
+            "    total = tl.zeros([BLOCK], dtype=tl.float32)\n"
+            "    for start in range(0, dim, BLOCK):\n"
+            "        cols = start + tl.arange(0, BLOCK)\n"
+            "        x = tl.load(x_ptr + row * row_stride + cols * col_stride, mask=cols < dim, other=0.0)\n"
+            "        total += x.to(tl.float32) * x.to(tl.float32)\n"
+            "    tl.store(out_ptr + row, tl.sum(total, axis=0))\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
+            "    return out\n",
+            AssertionError,
+            r"wrong where col \* col_stride passes 2\*\*31: compute offsets in 64 bits",
+        ),
+        (
+            "returns the sums in the input's dtype (float16 for float16 rows)",
+            "@triton.jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    row = tl.program_id(0).to(tl.int64)\n"
+            "    total = tl.zeros([BLOCK], dtype=tl.float32)\n"
+            "    for start in range(0, dim, BLOCK):\n"
+            "        cols = start + tl.arange(0, BLOCK)\n"
+            "        mask = cols < dim\n"
+            "        cols = cols.to(tl.int64)\n"
+            "        x = tl.load(x_ptr + row * row_stride + cols * col_stride, mask=mask, other=0.0)\n"
+            "        total += x.to(tl.float32) * x.to(tl.float32)\n"
+            "    tl.store(out_ptr + row, tl.sum(total, axis=0))\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    out = torch.empty(x.shape[0], dtype=x.dtype, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
+            "    return out\n",
+            AssertionError,
+            r"return the sums in float32, got torch\.float16",
+        ),
+        (
+            "row * dim instead of row * row_stride (assumes contiguous rows)",
+            "@triton.jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    row = tl.program_id(0).to(tl.int64)\n"
+            "    total = tl.zeros([BLOCK], dtype=tl.float32)\n"
+            "    for start in range(0, dim, BLOCK):\n"
+            "        cols = start + tl.arange(0, BLOCK)\n"
+            "        mask = cols < dim\n"
+            "        cols = cols.to(tl.int64)\n"
+            "        x = tl.load(x_ptr + row * dim + cols * col_stride, mask=mask, other=0.0)\n"
+            "        x = x.to(tl.float32)\n"
+            "        total += x * x\n"
+            "    tl.store(out_ptr + row, tl.sum(total, axis=0))\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
+            "    return out\n",
+            AssertionError,
+            r"read outside the rows' 100 columns .* row \* dim in place of row \* row_stride\?",
+        ),
+        (
+            "mask cols <= dim: one lane too many (reads the element after each row)",
+            "@triton.jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    row = tl.program_id(0).to(tl.int64)\n"
+            "    total = tl.zeros([BLOCK], dtype=tl.float32)\n"
+            "    for start in range(0, dim, BLOCK):\n"
+            "        cols = start + tl.arange(0, BLOCK)\n"
+            "        mask = cols <= dim\n"
+            "        cols = cols.to(tl.int64)\n"
+            "        x = tl.load(x_ptr + row * row_stride + cols * col_stride, mask=mask, other=0.0)\n"
+            "        x = x.to(tl.float32)\n"
+            "        total += x * x\n"
+            "    tl.store(out_ptr + row, tl.sum(total, axis=0))\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
+            "    return out\n",
+            AssertionError,
+            r"read outside the rows' 100 columns \(a missing mask\?",
+        ),
+        (
+            "plain torch, no kernel",
+            "def squared_norms(x):\n    return x.pow(2).sum(1)\n",
+            AssertionError,
+            r"no Triton kernel was launched",
+        ),
+        (
+            "copies the view with .contiguous() and ignores col_stride",
+            "@triton.jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    row = tl.program_id(0).to(tl.int64)\n"
+            "    total = tl.zeros([BLOCK], dtype=tl.float32)\n"
+            "    for start in range(0, dim, BLOCK):\n"
+            "        cols = start + tl.arange(0, BLOCK)\n"
+            "        x = tl.load(x_ptr + row * row_stride + cols, mask=cols < dim, other=0.0)\n"
+            "        total += x * x\n"
+            "    tl.store(out_ptr + row, tl.sum(total, axis=0))\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    x = x.contiguous()\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
+            "    return out\n",
+            AssertionError,
+            r"the kernel received a copy of the view",
+        ),
+        (
+            "32-bit offsets behind a .float() copy (float32 rows pass through uncopied; float16 views are copied)",
+            "@triton.jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    row = tl.program_id(0)\n"
+            "    total = tl.zeros([BLOCK], dtype=tl.float32)\n"
+            "    for start in range(0, dim, BLOCK):\n"
+            "        cols = start + tl.arange(0, BLOCK)\n"
+            "        x = tl.load(x_ptr + row * row_stride + cols * col_stride, mask=cols < dim, other=0.0)\n"
+            "        total += x * x\n"
+            "    tl.store(out_ptr + row, tl.sum(total, axis=0))\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    x = x.float()\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
+            "    return out\n",
+            AssertionError,
+            r"the kernel received a copy of the float16 view \(x\.float\(\)\? x\.contiguous\(\)\?\)",
+        ),
+        (
+            "squares float16 values in float16 (no .to(tl.float32) before x * x)",
+            "@triton.jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    row = tl.program_id(0).to(tl.int64)\n"
+            "    total = tl.zeros([BLOCK], dtype=tl.float32)\n"
+            "    for start in range(0, dim, BLOCK):\n"
+            "        cols = start + tl.arange(0, BLOCK)\n"
+            "        mask = cols < dim\n"
+            "        cols = cols.to(tl.int64)\n"
+            "        x = tl.load(x_ptr + row * row_stride + cols * col_stride, mask=mask, other=0.0)\n"
+            "        total += x * x\n"
+            "    tl.store(out_ptr + row, tl.sum(total, axis=0))\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
+            "    return out\n",
+            AssertionError,
+            r"an infinity: a square was computed in float16",
+        ),
+    ],
+    2: [
+        (
+            "block - dim % block (a full last block is not idle)",
+            "def idle_lanes(dim, block):\n    return block - dim % block\n",
+            AssertionError,
+            r"64 columns in blocks of 64: .* got 64 \(a full last block has no idle lanes",
+        ),
+        (
+            "dim % block: the lanes in use in the last block, not the idle ones",
+            "def idle_lanes(dim, block):\n    return dim % block\n",
+            AssertionError,
+            r"37 columns in blocks of 16: the last block holds 5 column\(s\), so 11 lanes are idle, got 5",
+        ),
+        (
+            "block - dim: as if the row fit in one block",
+            "def idle_lanes(dim, block):\n    return max(block - dim, 0)\n",
+            AssertionError,
+            r"37 columns in blocks of 16: .* 11 lanes are idle, got 0",
+        ),
+        (
+            "counts the idle lanes of every block but the last (dim // block * block - dim)",
+            "def idle_lanes(dim, block):\n    return abs(dim // block * block - dim)\n",
+            AssertionError,
+            r"37 columns in blocks of 16: .* 11 lanes are idle, got 5",
+        ),
+        (
+            "block - dim % block, except for a row within one block (block - dim)",
+            "def idle_lanes(dim, block):\n    return block - dim % block if dim > block else block - dim\n",
+            AssertionError,
+            r"128 columns in blocks of 64: .* got 64 \(a full last block has no idle lanes",
+        ),
+    ],
+}

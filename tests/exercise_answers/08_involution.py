@@ -1,0 +1,95 @@
+"""Plausible wrong answers to the exercises of notebooks/08_involution.ipynb, each with the error its check must raise.
+
+exercise number -> [(what is wrong, source defining the answer's name, exception, message regex)]
+"""
+
+from __future__ import annotations
+
+WRONG_ANSWERS = {
+    1: [
+        (
+            "forgets the dilation",
+            "def output_shape(height, width, kernel, stride, padding, dilation):\n"
+            "    return tuple((n + 2 * p - (k - 1) - 1) // s + 1\n"
+            "                 for n, k, s, p in zip((height, width), kernel, stride, padding))\n",
+            AssertionError,
+            r"\(5, 3\) for \(9, 8, \(3, 2\), \(2, 3\), \(1, 0\), \(2, 1\)\): expected \(4, 3\)",
+        ),
+        (
+            "rounds the division instead of flooring it",
+            "def output_shape(height, width, kernel, stride, padding, dilation):\n"
+            "    return tuple(round((n + 2 * p - d * (k - 1) - 1) / s) + 1\n"
+            "                 for n, k, s, p, d in zip((height, width), kernel, stride, padding, dilation))\n",
+            AssertionError,
+            r"\(4, 5\) for \(9, 8, \(3, 3\), \(3, 2\), \(1, 1\), \(1, 1\)\): expected \(3, 4\)",
+        ),
+        (
+            "pads one side only (padding counted once)",
+            "def output_shape(height, width, kernel, stride, padding, dilation):\n"
+            "    return tuple((n + p - d * (k - 1) - 1) // s + 1\n"
+            "                 for n, k, s, p, d in zip((height, width), kernel, stride, padding, dilation))\n",
+            AssertionError,
+            r"\(53, 53\) for \(56, 56, \(7, 7\), \(1, 1\), \(3, 3\), \(1, 1\)\): expected \(56, 56\)",
+        ),
+    ],
+    2: [
+        (
+            "sums over every channel, not the channels of each group",
+            "def weight_gradient(x, grad_out, groups, kernel, padding):\n"
+            "    b, c = x.shape[:2]\n"
+            "    out_h, out_w = grad_out.shape[2:]\n"
+            "    windows = F.unfold(x, kernel, padding=padding).view(b, c, kernel[0] * kernel[1], out_h, out_w)\n"
+            "    total = (windows * grad_out.view(b, c, 1, out_h, out_w)).sum(dim=1)\n"
+            "    return total[:, None].expand(b, groups, -1, -1, -1).reshape(b, groups, *kernel, out_h, out_w)\n",
+            AssertionError,
+            r"sum over the channels of each group only",
+        ),
+        (
+            "computes in float32 and returns float32 for float64 inputs",
+            "def weight_gradient(x, grad_out, groups, kernel, padding):\n"
+            "    b, c = x.shape[:2]\n"
+            "    out_h, out_w = grad_out.shape[2:]\n"
+            "    windows = F.unfold(x.float(), kernel, padding=padding)\n"
+            "    windows = windows.view(b, groups, c // groups, kernel[0] * kernel[1], out_h, out_w)\n"
+            "    go = grad_out.float().view(b, groups, c // groups, 1, out_h, out_w)\n"
+            "    return (windows * go).sum(dim=2).view(b, groups, *kernel, out_h, out_w)\n",
+            AssertionError,
+            r"dtype torch.float32, expected torch.float64",
+        ),
+        (
+            "groups the channels interleaved (channel c in group c % G) instead of in consecutive blocks",
+            "def weight_gradient(x, grad_out, groups, kernel, padding):\n"
+            "    b, c = x.shape[:2]\n"
+            "    out_h, out_w = grad_out.shape[2:]\n"
+            "    windows = F.unfold(x, kernel, padding=padding)\n"
+            "    windows = windows.view(b, c // groups, groups, kernel[0] * kernel[1], out_h, out_w)\n"
+            "    go = grad_out.view(b, c // groups, groups, 1, out_h, out_w)\n"
+            "    return (windows * go).sum(dim=1).view(b, groups, *kernel, out_h, out_w)\n",
+            AssertionError,
+            r"sum over the channels of each group only",
+        ),
+    ],
+    3: [
+        (
+            "counts the output, not the K x K windows",
+            "def unfold_mebibytes(batch, channels, size, kernel, dtype_bytes=4):\n"
+            "    return batch * channels * size * size * dtype_bytes / 2**20\n",
+            AssertionError,
+            r"that is the output's size: count the windows",
+        ),
+        (
+            "ignores dtype_bytes (always 4 bytes an element)",
+            "def unfold_mebibytes(batch, channels, size, kernel, dtype_bytes=4):\n"
+            "    return batch * channels * kernel * kernel * size * size * 4 / 2**20\n",
+            AssertionError,
+            r"use dtype_bytes",
+        ),
+        (
+            "megabytes of 10**6 bytes, not mebibytes",
+            "def unfold_mebibytes(batch, channels, size, kernel, dtype_bytes=4):\n"
+            "    return batch * channels * kernel * kernel * size * size * dtype_bytes / 1e6\n",
+            AssertionError,
+            r"expected 0\.057220458984375, the MiB \(2\*\*20 bytes\)",
+        ),
+    ],
+}
