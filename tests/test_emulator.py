@@ -562,3 +562,21 @@ def test_cuda_kernels_give_zero_gradient_on_the_kinks(mode, dtype):
     grads = torch.autograd.grad(loss, inputs)
     for got, want, name in zip(grads, kink_gradients(dtype), ("anchor", "positive", "negative")):
         assert torch.equal(got, want), f"{name}: {got.tolist()} != {want.tolist()}"
+
+
+def test_only_asans_fiber_caution_is_dropped_from_the_workers_stderr():
+    # Catches a filter that drops too much (a sanitizer report, or a kernel's printf to stderr)
+    # or too little (the caution, with the worker's process id, stored in a notebook's output).
+    from extending_pytorch import emulator
+
+    stderr = (
+        b"==4242==WARNING: ASan doesn't fully support makecontext/swapcontext functions and may "
+        b"produce false positives in some cases!\n"
+        b"==4242==ERROR: AddressSanitizer: heap-buffer-overflow on address 0x6020\n"
+        b"printf from the kernel\n"
+    )
+    kept = emulator._ASAN_FIBER_WARNING.sub(b"", stderr)
+    assert kept == (
+        b"==4242==ERROR: AddressSanitizer: heap-buffer-overflow on address 0x6020\n"
+        b"printf from the kernel\n"
+    )

@@ -24,6 +24,10 @@ from nbclient import NotebookClient
 # As the Makefile does: without a GPU, torch.utils.cpp_extension logs "No CUDA runtime is found,
 # using CUDA_HOME=..." with a time stamp, a fact about this machine, not about the book.
 os.environ.setdefault("TORCH_LOGS", "-torch.utils.cpp_extension")
+# torch.profiler's library (kineto) logs its start and stop, and, with the CUDA build of torch on a
+# machine without a GPU, a failed device count, each line with a time stamp and the process id:
+# level 6 keeps them out of the stored outputs (the site hides stderr anyway).
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
 
 def chapter_notebooks(args: list[str]) -> list[pathlib.Path]:
