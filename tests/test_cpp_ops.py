@@ -94,11 +94,14 @@ def test_gradcheck_cuda():
 
 
 def _test_opcheck(device):
-    for inputs in sample_inputs(
-        device, requires_grad=True, dtype=torch.float64
-    )[:3]:
-        for reduction in ep.REDUCTIONS:
-            torch.library.opcheck(OP, (*inputs, -1.0, 0.5, 0.5, reduction))
+    # With inputs that require gradients (opcheck then also checks the autograd
+    # registration) and with inputs that do not (the path of inference code).
+    for requires_grad in (True, False):
+        for inputs in sample_inputs(
+            device, requires_grad=requires_grad, dtype=torch.float64
+        )[:3]:
+            for reduction in ep.REDUCTIONS:
+                torch.library.opcheck(OP, (*inputs, -1.0, 0.5, 0.5, reduction))
     a, p, n = sample_inputs(device, dtype=torch.float64)[3]
     for reduction, grad_shape in (("mean", ()), ("none", (a.shape[0],))):
         grad = torch.randn(grad_shape, dtype=torch.float64, device=device)

@@ -71,6 +71,17 @@ WRONG_ANSWERS = {
             AssertionError,
             r"the loss differs from the reference: Scalars are not close",
         ),
+        (
+            "max(x, t) written as (x + t + |x - t|) / 2, with a token call of F.relu outside the loss",
+            "def triplet_loss_relu(anchor, positive, negative, t1, t2, beta):\n"
+            "    F.relu(torch.zeros(1))\n"
+            "    d_ap = ep.squared_distance(anchor, positive)\n"
+            "    d_an = ep.squared_distance(anchor, negative)\n"
+            "    push = (d_ap - d_an + t1 + (d_ap - d_an - t1).abs()) / 2\n"
+            "    return (push + beta * (d_ap + t2 + (d_ap - t2).abs()) / 2).mean()\n",
+            AssertionError,
+            r"compute the loss with F\.relu: relu is called, but the loss's graph has no relu in it",
+        ),
     ],
     2: [
         (

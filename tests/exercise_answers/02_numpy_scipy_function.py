@@ -97,6 +97,21 @@ WRONG_ANSWERS = {
             AssertionError,
             r"gradient is off",
         ),
+        (
+            "inverts the derivative: grad * e^W (1 + W) instead of dividing",
+            "class LambertW(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        w = numpy_ops.from_numpy(scipy.special.lambertw(numpy_ops.to_numpy(x)).real, like=x)\n"
+            "        ctx.save_for_backward(w)\n"
+            "        return w\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        (w,) = ctx.saved_tensors\n"
+            "        return grad * torch.exp(w) * (1 + w)\n",
+            AssertionError,
+            r"gradient is off",
+        ),
     ],
     2: [
         (
@@ -159,6 +174,20 @@ WRONG_ANSWERS = {
             "    def backward(ctx, grad):\n"
             "        out = scipy.ndimage.gaussian_filter1d(numpy_ops.to_numpy(grad), ctx.sigma, axis=-1, mode='nearest')\n"
             "        return numpy_ops.from_numpy(out, like=grad), None\n",
+            AssertionError,
+            r"the forward is off: gaussian_filter1d\(x, sigma, axis=-1, mode='constant'\)",
+        ),
+        (
+            "blurs along the wrong axis (axis=0, down the columns)",
+            "class GaussianBlur(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x, sigma):\n"
+            "        ctx.sigma = sigma\n"
+            "        out = scipy.ndimage.gaussian_filter1d(numpy_ops.to_numpy(x), sigma, axis=0, mode='constant')\n"
+            "        return numpy_ops.from_numpy(out, like=x)\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        return GaussianBlur.apply(grad, ctx.sigma), None\n",
             AssertionError,
             r"the forward is off: gaussian_filter1d\(x, sigma, axis=-1, mode='constant'\)",
         ),
@@ -252,6 +281,21 @@ WRONG_ANSWERS = {
             "        return grad[..., None] * torch.exp(ctx.x - lse[..., None])\n",
             AssertionError,
             r"save x with ctx\.save_for_backward, not as an attribute on ctx",
+        ),
+        (
+            "detaches the saved lse in backward: right gradient, wrong second derivative",
+            "class LogSumExp(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        lse = numpy_ops.from_numpy(scipy.special.logsumexp(numpy_ops.to_numpy(x), axis=-1), like=x)\n"
+            "        ctx.save_for_backward(x, lse)\n"
+            "        return lse\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        x, lse = ctx.saved_tensors\n"
+            "        return grad[..., None] * torch.exp(x - lse[..., None].detach())\n",
+            AssertionError,
+            r"second derivative is off: .*no \.detach\(\)",
         ),
     ],
 }

@@ -50,6 +50,20 @@ WRONG_ANSWERS = {
             AssertionError,
             r"the second derivative is off: make the backward differentiable",
         ),
+        (
+            "right first derivative, but grad_output detached",
+            "class Softplus(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        ctx.save_for_backward(x)\n"
+            "        return F.softplus(x)\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        (x,) = ctx.saved_tensors\n"
+            "        return grad_output.detach() * torch.sigmoid(x)\n",
+            AssertionError,
+            r"the second derivative is off: make the backward differentiable",
+        ),
     ],
     2: [
         (
@@ -98,6 +112,22 @@ WRONG_ANSWERS = {
             "        return (grad_output - x * (x * grad_output).sum(dim=-1, keepdim=True)) / norm\n",
             AssertionError,
             r"the gradient is off",
+        ),
+        (
+            "right first derivative, but grad_output detached",
+            "class Normalize(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        y = x / x.norm(dim=-1, keepdim=True)\n"
+            "        ctx.save_for_backward(x, y)\n"
+            "        return y\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        x, y = ctx.saved_tensors\n"
+            "        g = grad_output.detach()\n"
+            "        return (g - y * (y * g).sum(dim=-1, keepdim=True)) / x.norm(dim=-1, keepdim=True)\n",
+            AssertionError,
+            r"the second derivative is off: .*keep grad_output's history",
         ),
     ],
     3: [
@@ -206,6 +236,23 @@ WRONG_ANSWERS = {
             "        return grad_output * result\n",
             AssertionError,
             r"the second derivative is off: save the output itself, not a detached copy",
+        ),
+        (
+            "right first derivative, but grad_output detached",
+            "class FuncExp(Function):\n"
+            "    generate_vmap_rule = True\n"
+            "    @staticmethod\n"
+            "    def forward(x):\n"
+            "        return x.exp()\n"
+            "    @staticmethod\n"
+            "    def setup_context(ctx, inputs, output):\n"
+            "        ctx.save_for_backward(output)\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        (result,) = ctx.saved_tensors\n"
+            "        return grad_output.detach() * result\n",
+            AssertionError,
+            r"the second derivative is off: .*keep grad_output's history",
         ),
     ],
 }

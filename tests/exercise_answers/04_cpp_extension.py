@@ -136,6 +136,62 @@ WRONG_ANSWERS = {
             AssertionError,
             r"not close",
         ),
+        (
+            "the sum's gradient: forgets that the mean divides by B",
+            "def prototype_gradient(anchor, prototype, negative, t1=-1.0, t2=0.5, beta=0.5):\n"
+            "    positive = prototype.expand_as(anchor)\n"
+            "    d_ap = ep.squared_distance(anchor, positive)\n"
+            "    d_an = ep.squared_distance(anchor, negative)\n"
+            "    push = (d_ap - d_an > t1).to(anchor.dtype)\n"
+            "    pull = (d_ap > t2).to(anchor.dtype)\n"
+            "    g = 1.0\n"
+            "    per_row = -2 * g * (push + beta * pull)[:, None] * (anchor - positive)\n"
+            "    return per_row.sum(dim=0, keepdim=True)\n",
+            AssertionError,
+            r"the prototype's gradient is off: .*g_i = 1/B for the mean.*\n.*not close",
+        ),
+        (
+            "the sign of dL/da: +2 g (...)(a - p) instead of -2 g (...)(a - p)",
+            "def prototype_gradient(anchor, prototype, negative, t1=-1.0, t2=0.5, beta=0.5):\n"
+            "    positive = prototype.expand_as(anchor)\n"
+            "    d_ap = ep.squared_distance(anchor, positive)\n"
+            "    d_an = ep.squared_distance(anchor, negative)\n"
+            "    push = (d_ap - d_an > t1).to(anchor.dtype)\n"
+            "    pull = (d_ap > t2).to(anchor.dtype)\n"
+            "    g = 1.0 / anchor.shape[0]\n"
+            "    per_row = 2 * g * (push + beta * pull)[:, None] * (anchor - positive)\n"
+            "    return per_row.sum(dim=0, keepdim=True)\n",
+            AssertionError,
+            r"the prototype's gradient is off.*\n.*not close",
+        ),
+        (
+            "sums over the rows without keepdim: shape (D,), not the prototype's (1, D)",
+            "def prototype_gradient(anchor, prototype, negative, t1=-1.0, t2=0.5, beta=0.5):\n"
+            "    positive = prototype.expand_as(anchor)\n"
+            "    d_ap = ep.squared_distance(anchor, positive)\n"
+            "    d_an = ep.squared_distance(anchor, negative)\n"
+            "    push = (d_ap - d_an > t1).to(anchor.dtype)\n"
+            "    pull = (d_ap > t2).to(anchor.dtype)\n"
+            "    g = 1.0 / anchor.shape[0]\n"
+            "    per_row = -2 * g * (push + beta * pull)[:, None] * (anchor - positive)\n"
+            "    return per_row.sum(dim=0)\n",
+            AssertionError,
+            r"the gradient has the prototype's shape \(1, 6\), got \(6,\)",
+        ),
+        (
+            "the chapter's default thresholds, not the t1 and t2 passed in",
+            "def prototype_gradient(anchor, prototype, negative, t1=-1.0, t2=0.5, beta=0.5):\n"
+            "    positive = prototype.expand_as(anchor)\n"
+            "    d_ap = ep.squared_distance(anchor, positive)\n"
+            "    d_an = ep.squared_distance(anchor, negative)\n"
+            "    push = (d_ap - d_an > -1.0).to(anchor.dtype)\n"
+            "    pull = (d_ap > 0.5).to(anchor.dtype)\n"
+            "    g = 1.0 / anchor.shape[0]\n"
+            "    per_row = -2 * g * (push + beta * pull)[:, None] * (anchor - positive)\n"
+            "    return per_row.sum(dim=0, keepdim=True)\n",
+            AssertionError,
+            r"the prototype's gradient is off.*\n.*not close",
+        ),
     ],
     3: [
         (
@@ -251,6 +307,37 @@ WRONG_ANSWERS = {
             AssertionError,
             r"y = torch\.randn\(5, 6\) raised RuntimeError\('The size of tensor a \(4\) must match the size of tensor b "
             r"\(6\).*raise it with a TORCH_CHECK naming y",
+        ),
+        (
+            "no dtype check of its own: AT_DISPATCH_FLOATING_TYPES rejects integers, in words that do not name x",
+            'SQUARED_DISTANCE_CPP = r"""\n'
+            "#include <ATen/ATen.h>\n"
+            "#include <ATen/Dispatch.h>\n"
+            "#include <torch/library.h>\n"
+            "namespace {\n"
+            "at::Tensor distance(const at::Tensor& x, const at::Tensor& y) {\n"
+            '  TORCH_CHECK(x.dim() == 2, "squared_distance: x must be 2-D, got ", x.dim());\n'
+            '  TORCH_CHECK(y.sizes() == x.sizes(), "squared_distance: y must have the shape of x");\n'
+            '  TORCH_CHECK(y.scalar_type() == x.scalar_type(), "squared_distance: y must have the dtype of x");\n'
+            "  at::Tensor out = at::empty({x.size(0)}, x.options());\n"
+            '  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "squared_distance", [&] {\n'
+            "    const auto xs = x.accessor<scalar_t, 2>();\n"
+            "    const auto ys = y.accessor<scalar_t, 2>();\n"
+            "    auto d = out.accessor<scalar_t, 1>();\n"
+            "    for (int64_t i = 0; i < x.size(0); ++i) {\n"
+            "      scalar_t total = 0;\n"
+            "      for (int64_t j = 0; j < x.size(1); ++j) total += (xs[i][j] - ys[i][j]) * (xs[i][j] - ys[i][j]);\n"
+            "      d[i] = total;\n"
+            "    }\n"
+            "  });\n"
+            "  return out;\n"
+            "}\n"
+            "}  // namespace\n"
+            'TORCH_LIBRARY(ex_rowdist, m) { m.def("squared_distance(Tensor x, Tensor y) -> Tensor"); }\n'
+            'TORCH_LIBRARY_IMPL(ex_rowdist, CPU, m) { m.impl("squared_distance", &distance); }\n'
+            '"""\n',
+            AssertionError,
+            r"x = torch\.arange\(12\)\.view\(3, 4\), y = .* raised NotImplementedError\(.*not implemented for .*Long.*raise it with a TORCH_CHECK naming x",
         ),
     ],
 }

@@ -60,6 +60,17 @@ WRONG_ANSWERS = {
             AssertionError,
             r"values\[i\] \+ values\[i \^ 1\]",
         ),
+        (
+            "exchanges in place: a lane reads its partner's value after the partner already added to it",
+            "def butterfly_sum(values, offsets=(16, 8, 4, 2, 1)):\n"
+            "    lanes = list(values)\n"
+            "    for offset in offsets:\n"
+            "        for i in range(32):\n"
+            "            lanes[i] += lanes[i ^ offset]\n"
+            "    return lanes\n",
+            AssertionError,
+            r"every lane should hold the sum after the 5 exchanges; .* not in place",
+        ),
     ],
     3: [
         (
@@ -177,6 +188,23 @@ WRONG_ANSWERS = {
             AssertionError,
             r"out of bounds at exercise_4\.cu:6: the warp of row 10 has no row \(rows = 10\); "
             r"a warp with row >= rows must not read or write",
+        ),
+        (
+            "only lane 0 writes: the other 31 copies of each row stay unwritten",
+            'row_sums_source = r"""\n'
+            "__global__ void row_sums(const float* x, float* out, int rows, int cols) {\n"
+            "  const int lane = threadIdx.x % 32;\n"
+            "  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;\n"
+            "  if (row >= rows) return;\n"
+            "  float v = 0;\n"
+            "  for (int j = lane; j < cols; j += 32) v += x[row * cols + j];\n"
+            "  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);\n"
+            "  v = __shfl_sync(0xffffffffu, v, 0);\n"
+            "  if (lane == 0) out[row * 32 + lane] = v;\n"
+            "}\n"
+            '"""\n',
+            RuntimeError,
+            r"row_sums left 310 of the 320 elements of out unwritten",
         ),
     ],
     5: [

@@ -253,6 +253,46 @@ WRONG_ANSWERS = {
             AssertionError,
             r"an infinity: a square was computed in float16",
         ),
+        (
+            "ignores col_stride, as section 7's sum_of_squares does (x_ptr + row * row_stride + cols)",
+            "@triton.jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    row = tl.program_id(0).to(tl.int64)\n"
+            "    total = tl.zeros([BLOCK], dtype=tl.float32)\n"
+            "    for start in range(0, dim, BLOCK):\n"
+            "        cols = start + tl.arange(0, BLOCK)\n"
+            "        mask = cols < dim\n"
+            "        cols = cols.to(tl.int64)\n"
+            "        x = tl.load(x_ptr + row * row_stride + cols, mask=mask, other=0.0).to(tl.float32)\n"
+            "        total += x * x\n"
+            "    tl.store(out_ptr + row, tl.sum(total, axis=0))\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
+            "    return out\n",
+            AssertionError,
+            r"wrong on a column-strided view: is col_stride used\?",
+        ),
+        (
+            "stores each block's sum inside the loop (the last block overwrites the others)",
+            "@triton.jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    row = tl.program_id(0).to(tl.int64)\n"
+            "    for start in range(0, dim, BLOCK):\n"
+            "        cols = start + tl.arange(0, BLOCK)\n"
+            "        mask = cols < dim\n"
+            "        cols = cols.to(tl.int64)\n"
+            "        x = tl.load(x_ptr + row * row_stride + cols * col_stride, mask=mask, other=0.0).to(tl.float32)\n"
+            "        tl.store(out_ptr + row, tl.sum(x * x, axis=0))\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
+            "    return out\n",
+            AssertionError,
+            r"wrong on rows of 100 columns: does the loop cover the whole row\?",
+        ),
     ],
     2: [
         (

@@ -45,6 +45,16 @@ WRONG_ANSWERS = {
             AssertionError,
             r"missed _ZNK2at.*const method",
         ),
+        (
+            "demangles and tests right, but returns the demangled text instead of the names as nm prints them",
+            "def unstable_symbols(nm_lines):\n"
+            "    names = [line.split()[-1] for line in nm_lines if line.strip()]\n"
+            "    readable = subprocess.run(['c++filt'], input='\\n'.join(names), capture_output=True,\n"
+            "                              text=True, check=True).stdout.splitlines()\n"
+            "    return {r for r in readable if re.search(r'\\b(at|c10|torch)::', r)}\n",
+            AssertionError,
+            r"returned names that are not in the lines.*not their demangled text",
+        ),
     ],
     2: [
         (

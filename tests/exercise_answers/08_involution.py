@@ -31,6 +31,14 @@ WRONG_ANSWERS = {
             AssertionError,
             r"\(53, 53\) for \(56, 56, \(7, 7\), \(1, 1\), \(3, 3\), \(1, 1\)\): expected \(56, 56\)",
         ),
+        (
+            "forgets the stride (the stride-1 size for every stride)",
+            "def output_shape(height, width, kernel, stride, padding, dilation):\n"
+            "    return tuple(n + 2 * p - d * (k - 1)\n"
+            "                 for n, k, p, d in zip((height, width), kernel, padding, dilation))\n",
+            AssertionError,
+            r"\(7, 7\) for \(9, 8, \(3, 2\), \(2, 3\), \(1, 0\), \(2, 1\)\): expected \(4, 3\)",
+        ),
     ],
     2: [
         (
@@ -68,6 +76,18 @@ WRONG_ANSWERS = {
             AssertionError,
             r"sum over the channels of each group only",
         ),
+        (
+            "leaves the taps flattened (K*K) instead of the weight's (Kh, Kw)",
+            "def weight_gradient(x, grad_out, groups, kernel, padding):\n"
+            "    b, c = x.shape[:2]\n"
+            "    out_h, out_w = grad_out.shape[2:]\n"
+            "    windows = F.unfold(x, kernel, padding=padding)\n"
+            "    windows = windows.view(b, groups, c // groups, kernel[0] * kernel[1], out_h, out_w)\n"
+            "    go = grad_out.view(b, groups, c // groups, 1, out_h, out_w)\n"
+            "    return (windows * go).sum(dim=2)\n",
+            AssertionError,
+            r"shape \(2, 2, 9, 7, 6\), expected \(2, 2, 3, 3, 7, 6\)",
+        ),
     ],
     3: [
         (
@@ -90,6 +110,13 @@ WRONG_ANSWERS = {
             "    return batch * channels * kernel * kernel * size * size * dtype_bytes / 1e6\n",
             AssertionError,
             r"expected 0\.057220458984375, the MiB \(2\*\*20 bytes\)",
+        ),
+        (
+            "counts K values per window, not K*K",
+            "def unfold_mebibytes(batch, channels, size, kernel, dtype_bytes=4):\n"
+            "    return batch * channels * kernel * size * size * dtype_bytes / 2**20\n",
+            AssertionError,
+            r"0\.011444091796875 for B=2, C=3, 10x10, K=5: expected 0\.057220458984375",
         ),
     ],
 }
