@@ -53,7 +53,7 @@ RUNGS = [
 BEYOND = [
     ("06_triton_kernel", "6. the kernel in Triton", "interpreter on CPU · GPU"),
     ("07_shipping_operator", "7. shipping the operator", "CPU + compiler"),
-    ("08_involution", "8. a paper's CUDA op, ported", "CPU + compiler · GPU"),
+    ("08_involution", "8. a paper's op, ported", "CPU + compiler · GPU"),
 ]
 
 
@@ -143,12 +143,12 @@ def draw(output: pathlib.Path) -> None:
                 linewidth=1.5,
             )
         )
-        axis.text(x + 0.2, y + 0.58, what, fontsize=10, fontweight="bold", va="center")
+        axis.text(x + 0.15, y + 0.58, what, fontsize=9, fontweight="bold", va="center")
         axis.text(
-            x + 0.2,
+            x + 0.15,
             y + 0.25,
             f"~{reading_minutes(name)} min · {runs}",
-            fontsize=8,
+            fontsize=7,
             va="center",
             color="dimgray",
         )
