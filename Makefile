@@ -16,6 +16,11 @@
 #                  kernels registered, SASS/PTX per architecture listed, the JIT build too
 #   make emulate   run the CUDA kernels' own sources on the CPU in the SIMT emulator, in every build mode
 #                  (fast; memory: AddressSanitizer + UBSan; races: ThreadSanitizer); fails on any report
+#   make gpu-report  on a machine with an NVIDIA GPU: the GPU tests, compute-sanitizer, Nsight Compute's
+#                  bytes and the benchmark sweep, recorded in notebooks/data/gpu/ (JSON and Markdown); with
+#                  the Python in GPU_PYTHON (default: .venv's if there is one, else python3), no .venv
+#                  needed, the operators built by load_jit. Without a GPU it writes a record saying so
+#                  to _build/gpu-report/. GPU_REPORT_FLAGS="--budget 300 --quick" and so on.
 #   make test-oldest  the tests, and every notebook with --nbval-lax (errors, not outputs), on the
 #                  oldest supported torch ($(OLDEST_TORCH), CPU build) in .venv-oldest, from a copy of
 #                  the working tree in .oldest/ (its extensions are built against that torch)
@@ -49,7 +54,7 @@ OLDEST_VENV := .venv-oldest
 OLDEST_STAMP := $(OLDEST_VENV)/.installed-requirements
 OLDEST_TREE := .oldest
 
-.PHONY: test test-oldest .venv-oldest book build bench execute emulate clean repoint check-site check-cuda check-python check-compiler
+.PHONY: gpu-report test test-oldest .venv-oldest book build bench execute emulate clean repoint check-site check-cuda check-python check-compiler
 
 # With the CUDA build of torch and a CUDA toolkit but no GPU (this book's CI), importing
 # torch.utils.cpp_extension logs "No CUDA runtime is found, using CUDA_HOME=..." with a time
@@ -60,6 +65,11 @@ export TORCH_LOGS := -torch.utils.cpp_extension
 # The emulator's sanitizer modes are `make emulate`'s; `make test` runs its fast mode.
 test: $(NATIVE_STAMP)
 	EXTENDING_PYTORCH_EMULATOR_MODES=fast $(BIN)/python -m pytest $(NBVAL_FLAGS) $(NOTEBOOKS) tests
+
+# Not tied to .venv: a GPU machine may have its own torch and no network to build .venv with.
+GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
+gpu-report:
+	PYTHONPATH=extensions$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) -m extending_pytorch.gpu_report $(GPU_REPORT_FLAGS)
 
 emulate: $(NATIVE_STAMP)
 	$(BIN)/python tools/emulate.py

@@ -19,7 +19,7 @@ import torch
 from torch.testing import assert_close
 
 import extending_pytorch as ep
-from conftest import load_tool, requires_cuda
+from conftest import REPO_ROOT, load_tool, requires_cuda
 from extending_pytorch import build_flags, ops, testing
 
 HYPER = dict(t1=-1.0, t2=0.5, beta=0.5)
@@ -223,16 +223,22 @@ def test_binding_compiles_against_torch_and_cuda_headers(binding, tmp_path):
 # ---- On a GPU ----
 
 # Compared with the reference in float64. The losses are sums of D squares, so
-# their rounding grows with D; the gradients are per element, so it does not.
-# 16-bit inputs are rounded once (their own precision) and then accumulated in
-# float by the kernels: a kernel that returned zero gradients, or accumulated
-# in half, is outside these bounds.
+# their rounding grows with D; the gradients are per element, so it does not,
+# except an expanded input's: each of its elements sums B rows' gradients, each
+# rounded to 16 bits, and the sum can cancel. check_against_reference holds
+# such a sum to rtol times the sum of the rows' magnitudes (not the magnitude
+# of the sum), which grows with B and with the gradients' size. 16-bit inputs
+# are rounded once (their own precision) and then accumulated in float by the
+# kernels: a kernel that returned zero or scaled gradients, or accumulated in
+# half, is outside these bounds. (rtol is about 4 units in the last place of
+# float16 and of bfloat16.)
 TOLERANCE = {
     torch.float32: dict(rtol=1e-5, atol=1e-5),
     torch.float64: dict(rtol=1e-7, atol=1e-9),
     torch.float16: dict(rtol=4e-3, atol=1e-3),
     torch.bfloat16: dict(rtol=3e-2, atol=8e-3),
 }
+DIMS = [1, 3, 4, 8, 31, 512, 1027]
 
 
 # Catches the CUDA twins of the CPU layout bugs, and those of the 16-byte
@@ -240,11 +246,7 @@ TOLERANCE = {
 # (column-strided, transposed) or not a whole number of packs (dim 1, 3, 31,
 # 1027), for every dtype the kernels are compiled for. Views are passed as
 # views and gradients compared with respect to their bases.
-@requires_cuda
-@pytest.mark.parametrize("dtype", list(TOLERANCE))
-@pytest.mark.parametrize("dim", [1, 3, 4, 8, 31, 512, 1027])
-@pytest.mark.parametrize("layout", sorted(testing.LAYOUTS))
-def test_layouts_dims_and_dtypes_cuda(layout, dim, dtype):
+def _test_layouts_dims_and_dtypes(layout, dim, dtype, device):
     for position in range(3):
         layouts = ["contiguous"] * 3
         layouts[position] = layout
@@ -256,11 +258,32 @@ def test_layouts_dims_and_dtypes_cuda(layout, dim, dtype):
                 dim,
                 reduction=reduction,
                 dtype=dtype,
-                device="cuda",
+                device=device,
                 seed=position,
                 reference_dtype=torch.float64,
                 **TOLERANCE[dtype],
             )
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", list(TOLERANCE))
+@pytest.mark.parametrize("dim", DIMS)
+@pytest.mark.parametrize("layout", sorted(testing.LAYOUTS))
+def test_layouts_dims_and_dtypes_cuda(layout, dim, dtype):
+    _test_layouts_dims_and_dtypes(layout, dim, dtype, "cuda")
+
+
+# The same 16-bit checks on the CPU operator, whose expanded gradients round
+# and sum exactly as the CUDA operator's do (the same errors, to the last bit,
+# on an H200), so the rule is exercised without a GPU. Catches a tolerance
+# rule that rejects a correct 16-bit expanded gradient (assert_close's,
+# relative to the sum itself, failed 27 of these checks), and 16-bit CPU
+# kernels that are wrong on any of these layouts.
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("dim", DIMS)
+@pytest.mark.parametrize("layout", ["contiguous", "expanded", "misaligned"])
+def test_layouts_dims_and_16_bit_dtypes_cpu(layout, dim, dtype):
+    _test_layouts_dims_and_dtypes(layout, dim, dtype, "cpu")
 
 
 @requires_cuda
@@ -283,22 +306,40 @@ def test_backward_output_mask_cuda(layout):
                 assert torch.equal(got, expected), mask
 
 
-@requires_cuda
-def test_half_precision_accumulates_in_float_cuda():
-    # Every lane's first element contributes 8^2 = 64, the other 4095 columns
-    # 0.1^2 = 0.01 each. Summed in half precision, 64 + 0.01 rounds back to 64
-    # (half's spacing there is 1/16), losing about 40 of 2088; in float the
-    # sum is right to a few units in the last place.
+def _test_half_precision_accumulates_in_float(device):
+    # Each row: 32 columns of 8 (every 8th from 0 to 248: the first element
+    # of each of a warp's 32 lanes' 16-byte packs of 8 halves) and 4064 of
+    # 0.1 (0.0999755859375 in float16). d_ap = 32 * 64 + 4064 * 0.0099951
+    # = 2048 + 40.62 = 2088.62, and the loss is 2 d_ap = 4177.2. Summed in
+    # half precision, 64 + 0.01 rounds back to 64 (half's spacing there is
+    # 1/16): each lane loses its 127 small terms, 1.27, and the row 40.6 of
+    # 2088.6 (2 %). Summed in float, the float16 result is right to half a
+    # unit in its last place (2 / 4177 = 5e-4): within rtol=2e-3, which half
+    # accumulation misses.
     dim = 4096
     diff = torch.full((4, dim), 0.1, dtype=torch.float64)
     diff[:, :256:8] = 8.0
-    a = torch.zeros(4, dim, dtype=torch.float16, device="cuda")
-    p = diff.to(torch.float16).cuda()
+    a = torch.zeros(4, dim, dtype=torch.float16, device=device)
+    p = diff.to(torch.float16).to(device)
     n = torch.zeros_like(a)
-    hyper = dict(t1=-1e9, t2=-1e9, beta=1.0)  # loss = d_ap - d_an + d_ap = 2 d_ap
-    ours = ops.triplet_hinge_loss(a, p, n, **hyper, reduction="none").double()
-    exact = 2 * p.double().pow(2).sum(1)
+    # a = n, so d_an = 0 and d_ap - d_an = d_ap >= 0, far above t1; and
+    # d_ap >= t2 = 0. loss = max(d_ap - d_an, t1) + beta max(d_ap, t2)
+    # = d_ap + 1.0 * d_ap = 2 d_ap.
+    hyper = dict(t1=-1e9, t2=0.0, beta=1.0)
+    ours = ops.triplet_hinge_loss(a, p, n, **hyper, reduction="none").double().cpu()
+    exact = 2 * p.double().pow(2).sum(1).cpu()
     assert_close(ours, exact, rtol=2e-3, atol=0)
+
+
+# The CPU twin also checks that the settings are valid ones (the reference
+# refuses t2 < 0, and an invalid setting once hid this test's purpose).
+def test_half_precision_accumulates_in_float_cpu():
+    _test_half_precision_accumulates_in_float("cpu")
+
+
+@requires_cuda
+def test_half_precision_accumulates_in_float_cuda():
+    _test_half_precision_accumulates_in_float("cuda")
 
 
 @requires_cuda
@@ -350,28 +391,43 @@ def test_kernels_launch_on_the_current_stream():
     assert torch.equal(copy, expected)
 
 
+# Catches a kernel launched on the default stream instead of the current one
+# (the capture fails, or records nothing), and anything in the forward or
+# backward that a capture forbids: a host synchronisation (.item(), .cpu()), a
+# tensor made from host values, memory not from PyTorch's allocator. In a
+# fresh process: a failed capture leaves the CUDA generator in capture state,
+# and every later test that draws random numbers on the GPU would fail
+# ("Offset increment outside graph capture encountered unexpectedly").
 @requires_cuda
 def test_cuda_graph_capture_replays_the_same_results():
-    a, p, n = (t.requires_grad_() for t in torch.randn(3, 512, 128, device="cuda").unbind(0))
+    testing.check_cuda_graph_capture_in_fresh_process("ops", "triplet_hinge_loss")
 
-    def step():
-        loss = ops.triplet_hinge_loss(a, p, n, **HYPER)
-        return (loss, *torch.autograd.grad(loss, (a, p, n)))
 
-    eager = step()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            step()  # warm-up on a side stream, as torch.cuda.graphs asks
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        captured = step()
-    graph.replay()
-    torch.cuda.synchronize()
-    for got, expected in zip(captured, eager):
-        assert torch.equal(got, expected)
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
+def test_a_capture_that_fails_in_its_process_fails_the_test_with_the_childs_error():
+    # Catches a wrapper that swallows the child's failure (the capture test
+    # would then pass without a GPU, or with a broken capture).
+    with pytest.raises(AssertionError, match=r"(?s)the capture of ops.triplet_hinge_loss, run in a "
+                       r"process of its own, failed \(exit status 1\):.*CUDA"):
+        testing.check_cuda_graph_capture_in_fresh_process("ops", "triplet_hinge_loss")
+
+
+def test_a_fresh_process_loads_the_operators_and_reports_its_failure():
+    # The isolation of the capture test, checked without a GPU: the child
+    # imports the tests' modules and the operators as this process does, and
+    # its failure reaches the test as an exit status and a message.
+    result = testing.run_in_fresh_process(
+        "import torch, test_cuda\n"
+        "from extending_pytorch import ops\n"
+        "ones = torch.ones(2, 3)\n"
+        "print(ops.triplet_hinge_loss(ones, ones, ones, **test_cuda.HYPER).item())\n"
+        "assert False, 'the child failed'\n",
+        timeout=300,
+    )
+    # d_ap = d_an = 0: max(0, t1) + beta * max(0, t2) = 0 + 0.5 * 0.5.
+    assert result.stdout.strip() == "0.25", result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "AssertionError: the child failed" in result.stderr
 
 
 @requires_cuda
@@ -413,13 +469,37 @@ def test_empty_batch_cuda():
 
 # ---- The CUDA build check (tools/check_cuda.py, run by make check-cuda) ----
 
+# These tests import the check's script; they need neither a GPU nor the
+# check's environment (.venv-cuda), but they do need the repository: a copy of
+# extensions/ and tests/ alone (as on a GPU machine without network) has no
+# tools/, and serving the working tree needs git and the book's files.
+CHECK_CUDA = REPO_ROOT / "tools" / "check_cuda.py"
+requires_check_cuda = pytest.mark.skipif(
+    not CHECK_CUDA.is_file(),
+    reason=f"needs the CUDA build check's script ({CHECK_CUDA}), absent from this copy of the book",
+)
 
+
+def _git_work_tree() -> bool:
+    if shutil.which("git") is None:
+        return False
+    inside = subprocess.run(
+        ["git", "rev-parse", "--is-inside-work-tree"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+    )
+    return inside.returncode == 0 and inside.stdout.strip() == "true"
+
+
+@requires_check_cuda
 def test_cuda_check_expects_the_default_architectures():
     check = load_tool("check_cuda")
     sass, ptx = check.expected_architectures()
     assert sass == {"sm_75", "sm_80", "sm_90"} and ptx == {"sm_90"}
 
 
+@requires_check_cuda
 def test_cuda_check_exempts_only_real_cpu_only_operators():
     # An exemption for an operator that no longer exists (or was renamed) would
     # hide nothing today but rot; every exempt operator must exist and really
@@ -434,6 +514,11 @@ def test_cuda_check_exempts_only_real_cpu_only_operators():
             assert f'm.impl("{short}"' not in text, (name, binding)
 
 
+@requires_check_cuda
+@pytest.mark.skipif(
+    not (_git_work_tree() and (REPO_ROOT / "_config.yml").is_file()),
+    reason="needs git and the book's repository (a git work tree with _config.yml)",
+)
 def test_cuda_check_serves_the_working_tree_as_a_repository(tmp_path):
     check = load_tool("check_cuda")
     served = check.snapshot_repository(tmp_path / "served")

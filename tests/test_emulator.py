@@ -531,6 +531,43 @@ def test_missing_headers_give_a_clear_error(monkeypatch):
     assert not emulator.available()
 
 
+def _fake_include(directory: pathlib.Path, headers: dict[str, str]) -> pathlib.Path:
+    """A fake CUDA include directory: the named headers (empty unless given), and `headers`."""
+    for name in (*emulator._HEADERS, *headers):
+        path = directory / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("#pragma once\n" + headers.get(name, ""))
+    return directory
+
+
+def test_incomplete_headers_are_skipped(tmp_path, monkeypatch):
+    # torch 2.11's CUDA 13 wheel: its cuda_fp16.h includes <nv/target> (here through
+    # cuda_fp16.hpp), which the wheel lacks; the toolkit has it. The first directory with
+    # the named headers is not enough: the one taken must have what they include too.
+    fp16 = {"cuda_fp16.h": '#include "cuda_fp16.hpp"\n', "cuda_fp16.hpp": "#include <nv/target>\n"}
+    pip = _fake_include(tmp_path / "site-packages" / "nvidia" / "cu13" / "include", fp16)
+    toolkit = _fake_include(tmp_path / "cuda" / "include", {**fp16, "nv/target": ""})
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda"))
+    monkeypatch.setattr(emulator, "_include_candidates", lambda: [tmp_path / "none", pip, toolkit])
+    assert emulator.cuda_include_dir() == toolkit.resolve()
+    described = emulator.cuda_include_description()
+    assert described == (
+        "the CUDA toolkit's headers ($CUDA_HOME/include); skipped: the NVIDIA pip package's "
+        "headers (nvidia/cu13/include): cuda_fp16.hpp includes <nv/target>, which is missing"
+    )
+    assert str(tmp_path) not in described  # notebooks print it
+
+    # None complete: the error names each directory and what it lacks.
+    monkeypatch.setattr(emulator, "_include_candidates", lambda: [tmp_path / "none", pip])
+    with pytest.raises(emulator.EmulatorUnavailable) as error:
+        emulator.cuda_include_dir()
+    assert str(error.value).endswith(
+        f"Looked in:\n  {tmp_path / 'none'} (does not exist)\n"
+        f"  {pip} (cuda_fp16.hpp includes <nv/target>, which is missing)"
+    )
+    assert not emulator.available()
+
+
 def test_launch_arguments_are_checked():
     k = kernels().out_of_bounds
     with pytest.raises(TypeError, match="takes 3 arguments"):

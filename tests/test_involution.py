@@ -19,7 +19,7 @@ from torch import nn
 from torch.testing import assert_close
 
 from conftest import requires_cuda
-from extending_pytorch import build_flags
+from extending_pytorch import build_flags, testing
 from extending_pytorch import involution as inv
 
 OP = inv.involution_op
@@ -495,6 +495,82 @@ def test_device_checks_cuda():
         ),
     ):
         BACKWARD_OP(torch.zeros(2, 4, 6, 6), X.cuda(), W.cuda(), [1, 1], [1, 1], [1, 1], [True, True])
+
+
+# ---- A tensor of the wrong rank, on every device and through every entry point ----
+
+# Case: (the argument of the wrong rank, how to make the pair from a valid
+# one). 5-D and 7-D weights, 3-D and 5-D inputs. On CUDA with torch 2.11, a
+# 5-D weight once killed the process (SIGSEGV in the dispatcher) where the
+# CPU raised "weight must be 6-D".
+WRONG_RANKS = {
+    "5-D weight": ("weight", lambda x, w: (x, w[0])),
+    "7-D weight": ("weight", lambda x, w: (x, w.unsqueeze(-1))),
+    "3-D input": ("input", lambda x, w: (x[0], w)),
+    "5-D input": ("input", lambda x, w: (x.unsqueeze(0), w)),
+}
+RANK_MESSAGE = {
+    "input": "input must be 4-D (batch, channels, height, width), got {dim}-D with shape {shape}",
+    "weight": "weight must be 6-D (batch, groups, kernel_h, kernel_w, out_h, out_w), "
+    "got {dim}-D with shape {shape}",
+}
+
+
+def _test_wrong_rank_is_refused(case, device):
+    # Catches a rank check that runs after a size is read (an IndexError, or
+    # a crash on a device whose kernel reads sizes unchecked), or that is
+    # missing from one entry point: the public function (Python), the
+    # operator with inputs that require gradients (autograd, then the
+    # device's kernel or, on meta, the fake implementation) and without, and
+    # the backward operator.
+    name, make = WRONG_RANKS[case]
+    x, w = make_inputs(2, 4, 2, (6, 6), (3, 3), 1, 1, 1, dtype=torch.float32, device=device)
+    x, w = make(x, w)
+    bad = x if name == "input" else w
+    message = RANK_MESSAGE[name].format(dim=bad.dim(), shape=list(bad.shape))
+    settings = ([1, 1], [1, 1], [1, 1])
+    calls = {
+        "involution()": lambda: inv.involution(
+            x.clone().requires_grad_(), w.clone().requires_grad_(), 1, 1, 1
+        ),
+        "the operator, with gradients": lambda: OP(
+            x.clone().requires_grad_(), w.clone().requires_grad_(), *settings
+        ),
+        "the operator": lambda: OP(x, w, *settings),
+    }
+    for what, call in calls.items():
+        with pytest.raises(RuntimeError, match=re.escape(f"involution: {message}")):
+            call()
+            pytest.fail(f"{what} accepted a {case}")
+    go = torch.zeros(2, 4, 6, 6, device=device)
+    with pytest.raises(RuntimeError, match=re.escape(f"involution_backward: {message}")):
+        BACKWARD_OP(go, x, w, *settings, [True, True])
+
+
+@pytest.mark.parametrize("case", list(WRONG_RANKS))
+def test_wrong_rank_is_refused_cpu(case):
+    _test_wrong_rank_is_refused(case, "cpu")
+
+
+@pytest.mark.parametrize("case", list(WRONG_RANKS))
+def test_wrong_rank_is_refused_meta(case):
+    # The meta device runs the fake implementation (torch.compile's), not a kernel.
+    _test_wrong_rank_is_refused(case, "meta")
+
+
+@requires_cuda
+def test_wrong_rank_is_refused_cuda():
+    # In a process of its own: should the binding crash again, this test fails
+    # and the rest of the session goes on.
+    result = testing.run_in_fresh_process(
+        "import test_involution\n"
+        "for case in test_involution.WRONG_RANKS:\n"
+        "    test_involution._test_wrong_rank_is_refused(case, 'cuda')\n",
+        timeout=300,
+    )
+    assert result.returncode == 0, (
+        f"exit status {result.returncode}:\n{result.stderr[-8000:]}"
+    )
 
 
 @pytest.mark.parametrize(

@@ -64,9 +64,13 @@ def implementations() -> dict:
 
     return {
         "eager": lambda: reference_triplet_hinge_loss,
-        # A fresh compiled copy per size: one copy recompiling for every
-        # shape would hit the recompile limit and silently fall back to eager.
-        "compile": lambda: torch.compile(reference_triplet_hinge_loss),
+        # A fresh compiled copy per size, with dynamo's caches emptied first
+        # (`measure_size` does that): dynamo keeps its compiled graphs on the
+        # function's code object, shared by every torch.compile of it, so
+        # sizes and dtypes would pile up until the recompile limit, after
+        # which dynamo silently runs eager. dynamic=False keeps each size's
+        # kernels specialised to it, as a fixed-shape training loop gets.
+        "compile": lambda: torch.compile(reference_triplet_hinge_loss, dynamic=False),
         "function": lambda: triplet_hinge_loss_function,
         "cpp": lambda: triplet_hinge_loss,
         "cpp grad_in_forward": lambda: functools.partial(
@@ -93,25 +97,35 @@ def _forward_backward(loss_fn, inputs):
 
 
 def measure_size(
-    batch, dim, *, rounds=3, min_run_time=0.2, names=None, device="cpu"
+    batch,
+    dim,
+    *,
+    rounds=3,
+    min_run_time=0.2,
+    names=None,
+    device="cpu",
+    dtype=torch.float32,
 ):
     """Median seconds per (implementation, task), and the copy bandwidth.
 
     Each record also has `spread`: (slowest round - fastest) / median, the
     run-to-run noise of that median (0 with one round). `floor_bytes` is the
-    task's minimum traffic in bytes (the key keeps its earlier name).
+    task's minimum traffic in bytes (the key keeps its earlier name), for
+    elements of `dtype`; the copy bandwidth is measured in the same dtype.
     """
     generator = torch.Generator().manual_seed(0)
-    data = torch.randn(3, batch, dim, generator=generator).to(device)
+    data = torch.randn(3, batch, dim, generator=generator).to(device, dtype)
     data = data.unbind(0)
     inputs = {
         "forward": list(data),
         "forward+backward": [t.clone().requires_grad_() for t in data],
     }
     factories = implementations()
+    if "compile" in (names or factories):
+        torch.compiler.reset()  # see "compile" in `implementations`
     functions = {name: factories[name]() for name in names or factories}
     threads = torch.get_num_threads()
-    source = torch.randn(3 * batch * dim, generator=generator).to(device)
+    source = torch.randn(3 * batch * dim, generator=generator).to(device, dtype)
     target = torch.empty_like(source)
     times = {(name, task): [] for name in functions for task in TASKS}
     copies = []
@@ -151,6 +165,7 @@ def measure_size(
                 task=task,
                 batch=batch,
                 dim=dim,
+                dtype=str(dtype).removeprefix("torch."),
                 seconds=float(seconds),
                 spread=seconds.spread,
                 floor_bytes=floor_bytes,
@@ -169,6 +184,7 @@ def run(
     min_run_time=0.2,
     names=None,
     device="cpu",
+    dtype=torch.float32,
 ) -> dict:
     """Benchmark every size: a JSON-ready dict, with the machine's details."""
     keep_freed_memory()
@@ -189,10 +205,11 @@ def run(
             min_run_time=min_run_time,
             names=names,
             device=device,
+            dtype=dtype,
         )
     return dict(
         machine=machine(torch.get_num_threads(), device),
-        dtype="float32",
+        dtype=str(dtype).removeprefix("torch."),
         settings=SETTINGS,
         records=records,
     )

@@ -101,11 +101,13 @@ class Table:
 
     `columns` are the headings, `rows` the lines; every cell is shown as
     `str(cell)`, so format numbers before passing them. The first column is
-    left-aligned (it names the row), the others right-aligned (numbers).
+    left-aligned (it names the row), the others right-aligned (numbers),
+    except the indices in `text_columns`: words, left-aligned, which may wrap.
     """
 
-    def __init__(self, columns, rows, *, caption: str = "") -> None:
+    def __init__(self, columns, rows, *, caption: str = "", text_columns=()) -> None:
         self.columns = [str(c) for c in columns]
+        self.text_columns = {0, *text_columns}
         self.rows = [[str(cell) for cell in row] for row in rows]
         for i, row in enumerate(self.rows):
             if len(row) != len(self.columns):
@@ -123,9 +125,11 @@ class Table:
         ]
 
         def fmt(line):
-            first = line[0].ljust(widths[0])
-            rest = [cell.rjust(w) for cell, w in zip(line[1:], widths[1:])]
-            return "  ".join([first, *rest]).rstrip()
+            cells = [
+                cell.ljust(w) if i in self.text_columns else cell.rjust(w)
+                for i, (cell, w) in enumerate(zip(line, widths))
+            ]
+            return "  ".join(cells).rstrip()
 
         text = [fmt(self.columns), "  ".join("-" * w for w in widths)]
         text += [fmt(row) for row in self.rows]
@@ -144,7 +148,7 @@ class Table:
 
         def cells(line, tag):
             return "".join(
-                f'<{tag} style="{first if i == 0 else other}">'
+                f'<{tag} style="{first if i in self.text_columns else other}">'
                 f"{html.escape(cell)}</{tag}>"
                 for i, cell in enumerate(line)
             )

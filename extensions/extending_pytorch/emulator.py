@@ -39,7 +39,9 @@ The API:
   kernels (csrc/cuda/triplet.cu, involution.cu) through a binding that makes
   the same launch calls as the CUDA binding.
 - ``available()`` / ``cuda_include_dir()``: whether the headers it needs are
-  here (else calls raise ``EmulatorUnavailable``).
+  here (else calls raise ``EmulatorUnavailable``), and where;
+  ``cuda_include_description()`` says which, in words (no machine path), and
+  why the candidates before it were skipped.
 
 Honest limits. g++ is not nvcc: floating-point results can differ in the last
 bits (no FMA contraction; __CUDA_ARCH__ is undefined, so code under
@@ -78,6 +80,7 @@ __all__ = [
     "EmulatorUnavailable",
     "available",
     "cuda_include_dir",
+    "cuda_include_description",
     "load_source",
     "triplet_hinge_loss",
     "triplet_forward",
@@ -124,24 +127,110 @@ def _include_candidates() -> list[pathlib.Path]:
     return candidates
 
 
+def _include_kind(directory: pathlib.Path) -> str:
+    """What a candidate directory is, in words and without a machine path."""
+    if directory.parent.parent.name == "nvidia":
+        return f"the NVIDIA pip package's headers (nvidia/{directory.parent.name}/include)"
+    for variable in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(variable) and directory == pathlib.Path(os.environ[variable]) / "include":
+            return f"the CUDA toolkit's headers (${variable}/include)"
+    if directory == pathlib.Path("/usr/local/cuda/include"):
+        return "the CUDA toolkit's headers"
+    return f"the headers in .../{directory.name}"
+
+
+# (compiler, directory) -> why the headers do not preprocess there, or "" where they do.
+_include_checks: dict[tuple[str, str], str] = {}
+
+
+def _include_problem(directory: pathlib.Path) -> str:
+    """Why `directory` cannot serve the emulator's builds, or "" where it can.
+
+    Not only the named headers: everything they include must be there too
+    (torch's CUDA 13 wheel has a cuda_fp16.h that includes <nv/target>, and no
+    nv/target). The preprocessor, with the emulator's own include directories
+    and flags in front, says so; the answer is kept for the session.
+    """
+    if not directory.is_dir():
+        return "does not exist"
+    missing = [h for h in _HEADERS if not (directory / h).is_file()]
+    if missing:
+        return "has no " + ", ".join(missing)
+    key = (_compiler(), str(directory.resolve()))
+    if key not in _include_checks:
+        result = subprocess.run(
+            [key[0], "-E", "-x", "c++", *_mode_flags("fast")[0],
+             f"-I{SIMT_DIR / 'include'}", f"-I{SIMT_DIR}", f"-I{key[1]}", "-", "-o", os.devnull],
+            input="".join(f"#include <{h}>\n" for h in _HEADERS),
+            capture_output=True,
+            text=True,
+        )
+        problem = ""
+        if result.returncode != 0:
+            # g++: "x.h:1:10: fatal error: nv/target: No such file or directory";
+            # clang: "x.h:1:10: fatal error: 'nv/target' file not found".
+            found = re.search(
+                r"^(.*?):\d+:\d+: fatal error: '?([^':]+?)'?"
+                r"(?:: No such file or directory| file not found)",
+                result.stderr,
+                re.MULTILINE,
+            )
+            if found:
+                problem = f"{pathlib.Path(found[1]).name} includes <{found[2]}>, which is missing"
+            else:
+                errors = [line for line in result.stderr.splitlines() if "error" in line]
+                problem = "its headers do not preprocess: " + (errors or ["(no message)"])[0]
+        _include_checks[key] = problem
+    return _include_checks[key]
+
+
+def _choose_include_dir() -> tuple[pathlib.Path, list[tuple[pathlib.Path, str]]]:
+    """The first complete candidate, and (candidate, reason) for each skipped before it."""
+    skipped = []
+    for directory in dict.fromkeys(_include_candidates()):
+        problem = _include_problem(directory)
+        if not problem:
+            return directory, skipped
+        skipped.append((directory, problem))
+    looked = "\n  ".join(f"{d} ({problem})" for d, problem in skipped)
+    raise EmulatorUnavailable(
+        "The SIMT emulator needs CUDA's half-precision headers (cuda_fp16.h, "
+        "cuda_bf16.h, cuda_runtime_api.h, and every header they include; no GPU "
+        "and no nvcc), and found no directory with all of them. They come with "
+        "the CUDA build of torch (the nvidia-cuda-runtime pip package) or the "
+        "CUDA toolkit. Looked in:\n  " + looked
+    )
+
+
 def cuda_include_dir() -> pathlib.Path:
     """The directory with CUDA's cuda_fp16.h, cuda_bf16.h and cuda_runtime_api.h.
 
     Looked for in NVIDIA's pip packages first (they come with the CUDA build
-    of torch), then $CUDA_HOME/include and /usr/local/cuda/include. Raises
-    EmulatorUnavailable, saying where it looked, if none has them.
+    of torch), then $CUDA_HOME/include and /usr/local/cuda/include; the first
+    where those headers and every header they include preprocess is taken (a
+    pip package can ship cuda_fp16.h without the nv/target it includes).
+    Raises EmulatorUnavailable, saying where it looked and what each lacked,
+    if none has them all. cuda_include_description() says which, in words.
     """
-    candidates = _include_candidates()
-    for directory in candidates:
-        if all((directory / h).is_file() for h in _HEADERS):
-            return directory.resolve()
-    looked = "\n  ".join(str(c) for c in dict.fromkeys(candidates))
-    raise EmulatorUnavailable(
-        "The SIMT emulator needs CUDA's half-precision headers (cuda_fp16.h, "
-        "cuda_bf16.h, cuda_runtime_api.h; no GPU and no nvcc), and found none. "
-        "They come with the CUDA build of torch (the nvidia-cuda-runtime pip "
-        "package) or the CUDA toolkit. Looked in:\n  " + looked
-    )
+    return _choose_include_dir()[0].resolve()
+
+
+def cuda_include_description() -> str:
+    """Which headers the emulator uses, and why earlier candidates were skipped.
+
+    In words, without machine paths (so a notebook can print it), e.g. "the
+    CUDA toolkit's headers ($CUDA_HOME/include); skipped: the NVIDIA pip
+    package's headers (nvidia/cu13/include): cuda_fp16.h includes
+    <nv/target>, which is missing". The path is cuda_include_dir(). Raises
+    EmulatorUnavailable like cuda_include_dir().
+    """
+    directory, skipped = _choose_include_dir()
+    # Those with the named headers only: a pip environment has many nvidia/cu*/include.
+    incomplete = [(d, why) for d, why in skipped if all((d / h).is_file() for h in _HEADERS)]
+    text = _include_kind(directory)
+    if incomplete:
+        text += "; skipped: " + "; ".join(f"{_include_kind(d)}: {why}" for d, why in incomplete)
+    return text
 
 
 def _compiler() -> str:

@@ -143,30 +143,41 @@ _DTYPE_NAMES = {  # as C++ prints them, for messages identical to the kernels'
 }
 
 
+def _check_ranks(op, input, weight):
+    """The first checks of csrc/involution_common.h: the numbers of dims.
+
+    They come before anything reads a size: every other check, and every
+    kernel, indexes input's 4 dims and weight's 6. Same messages (and
+    RuntimeError) as the C++ checks. A number of dims is never symbolic, so
+    plain Python raises, which torch.compile traces without a graph break.
+    """
+    for name, tensor in (("input", input), ("weight", weight)):
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"{op}: {name} must be a torch.Tensor, got {type(tensor).__name__}")
+    if input.dim() != 4:
+        raise RuntimeError(
+            f"{op}: input must be 4-D (batch, channels, height, width), got "
+            f"{input.dim()}-D with shape {list(input.shape)}"
+        )
+    if weight.dim() != 6:
+        raise RuntimeError(
+            f"{op}: weight must be 6-D (batch, groups, kernel_h, kernel_w, out_h, "
+            f"out_w), got {weight.dim()}-D with shape {list(weight.shape)}"
+        )
+
+
 def _check_shapes(op, input, weight, stride, padding, dilation):
     """The shape checks of csrc/involution_common.h, for fake tensors.
 
     Under torch.compile the kernels do not run while tracing, so a wrong
-    shape must be refused here, with the message the C++ check gives.
+    shape must be refused here, with the message the C++ check gives. This
+    is also the operator's kernel for the meta device.
     """
 
     def fail(message):
         return lambda: f"{op}: {message}"
 
-    torch._check(
-        input.dim() == 4,
-        fail(
-            "input must be 4-D (batch, channels, height, width), got "
-            f"{input.dim()}-D with shape {list(input.shape)}"
-        ),
-    )
-    torch._check(
-        weight.dim() == 6,
-        fail(
-            "weight must be 6-D (batch, groups, kernel_h, kernel_w, out_h, out_w), "
-            f"got {weight.dim()}-D with shape {list(weight.shape)}"
-        ),
-    )
+    _check_ranks(op, input, weight)
     torch._check(
         input.dtype in _DTYPE_NAMES,
         fail(
@@ -336,9 +347,12 @@ def involution(
     """Involution, computed by the C++ (or CUDA) operator.
 
     `stride`, `padding` and `dilation` are ints or (height, width) pairs.
-    The operator checks the tensors; the settings are checked here.
+    The settings and the tensors' numbers of dims are checked here, before
+    the dispatcher or a kernel reads a size; the operator checks the rest.
     """
-    return involution_op(input, weight, *settings(stride, padding, dilation))
+    checked = settings(stride, padding, dilation)
+    _check_ranks("involution", input, weight)
+    return involution_op(input, weight, *checked)
 
 
 # ---- The layer of the paper ------------------------------------------------

@@ -1,0 +1,3 @@
+from extending_pytorch.gpu_report.run import main
+
+main()

@@ -1,0 +1,178 @@
+"""The report's steps, and how one runs: a process of its own, a time limit.
+
+A step that fails, crashes or runs out of time is recorded as such and the
+next one runs: one broken kernel must not hide what the others would show.
+Each step's limit is its own, cut to what is left of the report's budget.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import time
+from typing import Callable
+
+from extending_pytorch.display import REPO_ROOT
+from extending_pytorch.gpu_report import parse
+
+SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
+# The GPU tests, by file; the stable package's need torch 2.13 or newer.
+TEST_FILES = (
+    "tests/test_cuda.py",
+    "tests/test_involution.py",
+    "tests/test_triton.py",
+    "tests/test_cpp_ops.py",
+    "tests/test_functions.py",
+    "tests/test_grad_in_forward.py",
+)
+STABLE_TEST_FILE = "tests/test_stable_abi.py"
+OLDEST_STABLE_TORCH = (2, 13)
+
+
+@dataclasses.dataclass
+class Step:
+    name: str
+    what: str  # one line for the reader of the report
+    argv: list[str]
+    limit: float  # seconds
+    skip: str | None = None  # the reason it cannot run here
+    summarize: Callable[[str, int], str] | None = None
+    extra_paths: tuple = ()  # more directories for PYTHONPATH
+
+
+def _last_line(output: str, returncode: int) -> str:
+    lines = [line for line in output.splitlines() if line.strip()]
+    return lines[-1].strip()[:300] if lines else f"exit status {returncode}"
+
+
+def _tool(name: str) -> str | None:
+    """An NVIDIA tool on PATH, or in the CUDA toolkit torch found."""
+    found = shutil.which(name)
+    if found:
+        return found
+    from torch.utils.cpp_extension import CUDA_HOME
+
+    candidate = os.path.join(CUDA_HOME or "", "bin", name)
+    return candidate if CUDA_HOME and os.path.isfile(candidate) else None
+
+
+def torch_version() -> tuple[int, int]:
+    import torch
+
+    major, minor = torch.__version__.split("+")[0].split(".")[:2]
+    return int(major), int(minor)
+
+
+def plan(python: str, work_dir: pathlib.Path, *, has_gpu: bool, quick: bool = False) -> list[Step]:
+    """Every step, in the order they run (the most telling first)."""
+    workloads = [python, "-m", "extending_pytorch.gpu_report.workloads"]
+    no_gpu = None if has_gpu else "no CUDA device on this machine"
+    tests_there = (REPO_ROOT / TEST_FILES[0]).is_file()
+    no_tests = None if tests_there else "the repository's tests/ folder is not here"
+
+    def needs(*reasons):
+        return next((r for r in reasons if r), None)
+
+    pytest = [python, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+              "--continue-on-collection-errors"]
+    stable_skip = None
+    if torch_version() < OLDEST_STABLE_TORCH:
+        stable_skip = "the stable package needs torch 2.13 or newer"
+    steps = [
+        Step("build", "build and load the operators with their CUDA kernels (native.load_jit)",
+             [*workloads, "build"], 300, no_gpu, _last_line),
+        Step("tests", "the GPU tests (every test that needs a CUDA device, in " + ", ".join(TEST_FILES) + ")",
+             [*pytest, "-p", "extending_pytorch.gpu_report.pytest_plugin", *TEST_FILES],
+             240, needs(no_gpu, no_tests), lambda out, rc: parse.pytest_summary(out),
+             extra_paths=(REPO_ROOT / "tests",)),
+        Step("wrong-rank", "involution with a 5-D and a 7-D weight on CUDA: a clear error, no crash",
+             [*workloads, "wrong-rank"], 90, no_gpu, _last_line),
+    ]
+    sanitizer = _tool("compute-sanitizer")
+    for tool in SANITIZER_TOOLS:
+        steps.append(Step(
+            f"sanitizer-{tool}",
+            f"compute-sanitizer --tool {tool} on the book's kernels at small shapes",
+            [sanitizer or "compute-sanitizer", "--tool", tool, "--error-exitcode", "1",
+             "--print-limit", "20", *workloads, "sanitize"],
+            90, needs(no_gpu, None if sanitizer else "compute-sanitizer is not installed"),
+            lambda out, rc: parse.sanitizer_summary(out) or _last_line(out, rc),
+        ))
+    steps.append(
+        Step("sweep", "benchmark sweep: eager, torch.compile, the CUDA operator and Triton, "
+             "float32 and bfloat16, forward and forward + backward, with the copy bandwidth",
+             [*workloads, "sweep", str(work_dir / "sweep.json"), *(["--quick"] if quick else [])],
+             240, no_gpu, _last_line)
+    )
+    ncu = _tool("ncu")
+    for name in ("cpp", "compile", "triton"):
+        steps.append(Step(
+            f"ncu-{name}",
+            f"Nsight Compute: DRAM bytes and duration of each kernel of one {name} "
+            "forward + backward, 32768 x 8192 float32",
+            [ncu or "ncu", "--profile-from-start", "off", "--csv", "--print-units", "base",
+             "--metrics", ",".join(parse.NCU_METRICS), *workloads, "profile", name],
+            120, needs(no_gpu, None if ncu else "Nsight Compute (ncu) is not installed"),
+            lambda out, rc: f"{len(parse.ncu_kernels(out))} kernels profiled" if rc == 0 else _last_line(out, rc),
+        ))
+    steps.append(Step(
+        "emulator", "the SIMT emulator here: the CUDA headers it chose, and its kernels against the GPU's",
+        [*workloads, "emulator"], 150, no_gpu, _last_line,
+    ))
+    steps.append(Step(
+        "stable", "the stable-ABI package's tests (its wheel built and loaded with this torch)",
+        [*pytest, STABLE_TEST_FILE], 150, needs(no_gpu, no_tests, stable_skip),
+        lambda out, rc: parse.pytest_summary(out), extra_paths=(REPO_ROOT / "tests",),
+    ))
+    return steps
+
+
+def run_step(step: Step, *, env: dict, log_dir: pathlib.Path, seconds_left: float) -> dict:
+    """Run one step; its record (status, seconds, summary, the log's tail)."""
+    record = dict(name=step.name, what=step.what, limit=round(step.limit))
+    if step.skip:
+        return dict(record, status="skipped", reason=step.skip, seconds=0.0)
+    limit = min(step.limit, seconds_left)
+    if seconds_left < 5:
+        return dict(record, status="skipped", seconds=0.0,
+                    reason="the report's time budget was spent before this step")
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"{step.name}.log"
+    start = time.monotonic()
+    step_env = dict(env)
+    if step.extra_paths:
+        step_env["PYTHONPATH"] = os.pathsep.join(
+            [*map(str, step.extra_paths), env.get("PYTHONPATH", "")]
+        )
+    with open(log_path, "w") as log:
+        try:
+            # A session of its own: on time-out the whole group goes (the
+            # sanitizers and ncu start the Python process as their child).
+            process = subprocess.Popen(step.argv, cwd=REPO_ROOT, env=step_env, stdout=log,
+                                       stderr=subprocess.STDOUT, start_new_session=True)
+        except OSError as error:
+            return dict(record, status="failed", seconds=0.0, summary=f"could not start: {error}")
+        try:
+            returncode = process.wait(timeout=limit)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            returncode = process.wait()
+            timed_out = True
+    output = log_path.read_text(errors="replace")
+    seconds = round(time.monotonic() - start, 1)
+    if timed_out:
+        status = "timed out"
+        summary = f"stopped after {limit:.0f} s (its limit)"
+    elif returncode < 0:
+        status = "failed"
+        summary = f"killed by {signal.Signals(-returncode).name}"
+    else:
+        status = "passed" if returncode == 0 else "failed"
+        summary = (step.summarize or _last_line)(output, returncode)
+    return dict(record, status=status, seconds=seconds, returncode=returncode,
+                summary=summary, output_tail=output[-3000:], output=output)

@@ -1,0 +1,213 @@
+"""What the report's steps run on the GPU, each in a process of its own.
+
+    python -m extending_pytorch.gpu_report.workloads build
+    python -m extending_pytorch.gpu_report.workloads sanitize
+    python -m extending_pytorch.gpu_report.workloads wrong-rank
+    python -m extending_pytorch.gpu_report.workloads profile IMPLEMENTATION
+    python -m extending_pytorch.gpu_report.workloads sweep OUTPUT.json [--quick]
+    python -m extending_pytorch.gpu_report.workloads emulator
+
+Every command loads the operators first (`load_operators`): built with
+`native.load_jit`, against whatever torch runs, so the report needs no
+`make build` and no virtual environment of the book's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+
+import torch
+
+SETTINGS = dict(t1=-1.0, t2=0.5, beta=0.5)
+# The benchmark sweep: every shape for float32 and bfloat16, the largest where
+# torch.compile beat the CUDA operator on the first GPU run (32768 x 8192).
+SWEEP_SIZES = [(4096, 512), (16384, 1024), (32768, 1024), (32768, 4096), (32768, 8192)]
+SWEEP_QUICK_SIZES = [(4096, 512), (32768, 1024)]
+SWEEP_IMPLEMENTATIONS = ["eager", "compile", "cpp", "triton"]
+PROFILE_SIZE = (32768, 8192)  # where the bytes decide the time
+PROFILE_IMPLEMENTATIONS = ("cpp", "compile", "triton")
+
+
+def load_operators() -> None:
+    """Build (once; later calls only load) and load the C++/CUDA operators.
+
+    Uses the ahead-of-time build when it is there, built for this torch and
+    with the CUDA kernels, else `native.load_jit("_C")`.
+    """
+    from extending_pytorch import native
+
+    if native.operators_registered():
+        return
+    info = native.build_info()
+    if info is not None and info.get("torch") == torch.__version__:
+        native.load_ops()
+        if torch._C._dispatch_has_kernel_for_dispatch_key(native.MARKER_OP, "CUDA"):
+            return
+        raise RuntimeError(
+            "extending_pytorch._C was built without the CUDA kernels; rebuild it "
+            "on this machine (make build) or remove it so the report builds its own"
+        )
+    native.load_jit("_C")
+    if not torch._C._dispatch_has_kernel_for_dispatch_key(native.MARKER_OP, "CUDA"):
+        raise RuntimeError("load_jit('_C') built the operators without their CUDA kernels")
+
+
+def build() -> None:
+    load_operators()
+    print("operators loaded, CUDA kernels registered")
+
+
+def sanitize() -> None:
+    """The book's kernels at small shapes, for compute-sanitizer's tools.
+
+    Every path once: the packed and the scalar (misaligned) loads, every
+    dtype, a batch that is not a whole number of warps, the backward with a
+    gradient not asked for, the empty batch, and the involution kernels.
+    """
+    from extending_pytorch import involution, ops
+
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+        for dim in (515, 8):
+            base = torch.randn(3, 37, dim + 1, device="cuda", dtype=dtype, generator=generator)
+            a, p, n = base[0, :, :dim], base[1, :, 1:], base[2, :, :dim].contiguous()
+            leaves = [t.detach().requires_grad_() for t in (a, p, n)]
+            loss = ops.triplet_hinge_loss(*leaves, **SETTINGS)
+            torch.autograd.grad(loss, leaves)
+            torch.autograd.grad(ops.triplet_hinge_loss(leaves[0], p, n, **SETTINGS), leaves[0])
+    empty = torch.empty(0, 8, device="cuda", requires_grad=True)
+    torch.autograd.grad(ops.triplet_hinge_loss(empty, empty, empty, **SETTINGS), empty)
+    x = torch.randn(2, 8, 13, 11, device="cuda", requires_grad=True)
+    w = torch.randn(2, 2, 3, 3, 13, 11, device="cuda", requires_grad=True)
+    out = involution.involution(x, w, 1, 1, 1)
+    torch.autograd.grad(out.sum(), (x, w))
+    torch.cuda.synchronize()
+    print("kernels ran: triplet forward and backward (4 dtypes, packed and scalar), involution")
+
+
+def wrong_rank() -> None:
+    """A weight of the wrong rank on CUDA: a clear error, never a crash.
+
+    torch 2.11 once killed the process here (SIGSEGV in the dispatcher); the
+    step fails unless each call raises an error that names the weight.
+    """
+    from extending_pytorch import involution
+
+    x = torch.randn(2, 8, 13, 11, device="cuda")
+    for shape in [(2, 2, 9, 13, 11), (1, 2, 2, 3, 3, 13, 11)]:
+        w = torch.randn(shape, device="cuda")
+        try:
+            involution.involution(x, w, 1, 1, 1)
+        except (RuntimeError, ValueError) as error:
+            message = str(error).splitlines()[0]
+            if "weight" not in message:
+                sys.exit(f"a {len(shape)}-D weight: the error does not name the weight: {message}")
+            print(f"a {len(shape)}-D weight on CUDA: {type(error).__name__}: {message}")
+        else:
+            sys.exit(f"a {len(shape)}-D weight on CUDA was accepted")
+
+
+def emulator_check() -> None:
+    """The SIMT emulator on this machine: which CUDA headers it found, and one check.
+
+    The same kernels, emulated on the CPU and run on the GPU, must agree with
+    each other as both agree with the reference.
+    """
+    from extending_pytorch import emulator, ops
+
+    print("the emulator's CUDA headers:", emulator.cuda_include_description())
+    a, p, n = (t.requires_grad_() for t in torch.randn(3, 37, 36, dtype=torch.float64).unbind(0))
+    emulated = emulator.triplet_hinge_loss(a, p, n, **SETTINGS, reduction="none")
+    on_gpu = ops.triplet_hinge_loss(a.cuda(), p.cuda(), n.cuda(), **SETTINGS, reduction="none")
+    torch.testing.assert_close(emulated, on_gpu.cpu())
+    print("emulated on the CPU and run on the GPU: the same losses (float64, B = 37, D = 36)")
+
+
+def _implementation(name):
+    from extending_pytorch import bench
+
+    return bench.implementations()[name]()
+
+
+def profile(name: str) -> None:
+    """One training step of `name` inside cudaProfilerStart/Stop, for ncu.
+
+    Run under `ncu --profile-from-start off`: the warm-up steps (compilation,
+    autotuning, the caching allocator's first allocations) are not profiled.
+    """
+    load_operators()
+    import torch.cuda
+
+    if name not in PROFILE_IMPLEMENTATIONS:
+        sys.exit(f"implementation must be one of {PROFILE_IMPLEMENTATIONS}, got {name!r}")
+    loss_fn = _implementation(name)
+    batch, dim = PROFILE_SIZE
+    inputs = [t.requires_grad_() for t in torch.randn(3, batch, dim, device="cuda").unbind(0)]
+    for _ in range(3):
+        torch.autograd.grad(loss_fn(*inputs, **SETTINGS), inputs)
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()
+    torch.autograd.grad(loss_fn(*inputs, **SETTINGS), inputs)
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
+    print(f"profiled one forward + backward of {name} at B x D = {batch} x {dim}, float32")
+
+
+def sweep(output: pathlib.Path, quick: bool = False) -> None:
+    """The benchmark sweep, written to `output` after every size.
+
+    A step stopped at its time limit still leaves the sizes it finished.
+    """
+    from extending_pytorch import bench
+
+    load_operators()
+    sizes = SWEEP_QUICK_SIZES if quick else SWEEP_SIZES
+    result = None
+    for dtype in (torch.float32, torch.bfloat16):
+        for size in sizes:
+            part = bench.run(
+                [size],
+                rounds=3,
+                min_run_time=0.1,
+                names=SWEEP_IMPLEMENTATIONS,
+                device="cuda",
+                dtype=dtype,
+            )
+            if result is None:
+                result = dict(part, dtype=None, records=[])
+            result["records"] += part["records"]
+            output.write_text(json.dumps(result, indent=1))
+            print(f"measured {dtype} {size[0]} x {size[1]}", flush=True)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("build")
+    commands.add_parser("sanitize")
+    commands.add_parser("wrong-rank")
+    commands.add_parser("emulator")
+    profiled = commands.add_parser("profile")
+    profiled.add_argument("implementation", choices=PROFILE_IMPLEMENTATIONS)
+    swept = commands.add_parser("sweep")
+    swept.add_argument("output", type=pathlib.Path)
+    swept.add_argument("--quick", action="store_true")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        sys.exit("no CUDA device: these workloads run on a GPU only")
+    if args.command == "build":
+        build()
+    elif args.command == "profile":
+        profile(args.implementation)
+    elif args.command == "sweep":
+        sweep(args.output, args.quick)
+    else:
+        load_operators()
+        {"sanitize": sanitize, "wrong-rank": wrong_rank, "emulator": emulator_check}[args.command]()
+
+
+if __name__ == "__main__":
+    main()
