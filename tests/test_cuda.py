@@ -274,8 +274,9 @@ def test_layouts_dims_and_dtypes_cuda(layout, dim, dtype):
 
 
 # The same 16-bit checks on the CPU operator, whose expanded gradients round
-# and sum exactly as the CUDA operator's do (the same errors, to the last bit,
-# on an H200), so the rule is exercised without a GPU. Catches a tolerance
+# and sum as the CUDA operator's do (on an H200, the same maximum errors to
+# the four digits the first GPU run printed), so the rule is exercised
+# without a GPU. Catches a tolerance
 # rule that rejects a correct 16-bit expanded gradient (assert_close's,
 # relative to the sum itself, failed 27 of these checks), and 16-bit CPU
 # kernels that are wrong on any of these layouts.

@@ -222,27 +222,37 @@ def test_sanitizer_and_pytest_summaries():
     assert parse.pytest_summary(output) == "1 failed, 250 passed, 3 skipped in 81.2s"
 
 
-def test_the_test_step_keeps_exactly_the_tests_that_need_a_gpu():
-    # Catches a selection that drops a GPU test (it would never run anywhere)
-    # or keeps a CPU one (make test runs those).
-    class Mark:
-        def __init__(self, reason):
-            self.kwargs = dict(reason=reason)
-
-    class Item:
-        def __init__(self, name, *reasons):
-            self.name, self.reasons = name, reasons
-
-        def iter_markers(self, name):
-            return [Mark(r) for r in self.reasons] if name == "skipif" else []
-
-    assert pytest_plugin.needs_gpu(Item("test_x_cuda", "needs a CUDA device"))
-    assert pytest_plugin.needs_gpu(Item("test_y", "needs a GPU"))
-    assert pytest_plugin.needs_gpu(Item("test_ops[cuda]"))
-    assert pytest_plugin.needs_gpu(Item("test_ops[float32-cuda-4]"))
-    assert not pytest_plugin.needs_gpu(Item("test_ops[cpu]"))
-    assert not pytest_plugin.needs_gpu(Item("test_cuda_sources_are_listed_and_exist"))
-    assert not pytest_plugin.needs_gpu(Item("test_z", "needs g++"))
+def test_the_test_step_keeps_exactly_the_tests_that_run_on_a_gpu():
+    # Catches a selection that drops a GPU test (it would then run nowhere:
+    # make test skips it) or keeps a CPU one (make test runs those), on the
+    # test files' real collection. Triton's tests run on DEVICE, the GPU where
+    # there is one, without a mark.
+    listed = subprocess.run(
+        [PYTHON, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+         "-p", "extending_pytorch.gpu_report.pytest_plugin", *steps.TEST_FILES],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert listed.returncode == 0, listed.stdout[-3000:] + listed.stderr[-3000:]
+    kept = {line.split("[")[0] for line in listed.stdout.splitlines() if "::" in line}
+    for test in (
+        "tests/test_cuda.py::test_layouts_dims_and_dtypes_cuda",
+        "tests/test_cuda.py::test_cuda_graph_capture_replays_the_same_results",
+        "tests/test_involution.py::test_wrong_rank_is_refused_cuda",
+        "tests/test_triton.py::test_16_bit_values_and_gradients_against_float64",
+        "tests/test_triton.py::test_offsets_are_64_bit",
+        "tests/test_triton.py::test_cuda_graph_capture_replays_the_same_results_cuda",
+        "tests/test_cpp_ops.py::test_opcheck_cuda",
+    ):
+        assert test in kept, f"{test} needs a GPU and is not selected"
+    for test in (
+        "tests/test_cuda.py::test_kernel_file_compiles_with_nvcc_for_sm80_and_sm90",
+        "tests/test_cuda.py::test_binding_compiles_against_torch_and_cuda_headers",
+        "tests/test_cuda.py::test_layouts_dims_and_16_bit_dtypes_cpu",
+        "tests/test_cuda.py::test_a_capture_that_fails_in_its_process_fails_the_test_with_the_childs_error",
+        "tests/test_involution.py::test_wrong_rank_is_refused_cpu",
+        "tests/test_cpp_ops.py::test_opcheck_cpu",
+    ):
+        assert test not in kept, f"{test} runs without a GPU and is selected"
 
 
 def test_every_test_file_of_the_gpu_step_exists():
@@ -354,3 +364,28 @@ def test_the_steps_table_lets_long_results_wrap():
     assert '<td style="text-align:left; padding:0.2em 0.7em">250 passed</td>' in html
     assert '<td style="text-align:left; padding:0.2em 0.7em">passed</td>' in html
     assert "nowrap\">250 passed" not in html
+
+
+def test_the_recorded_command_names_no_path_of_the_machine():
+    # Catches a record (and the captions that quote it) showing where it ran.
+    from extending_pytorch.gpu_report import environment
+
+    assert environment.command(["--output-dir", "/home/me/out", "--quick", "--log-dir=/tmp/x"]) == (
+        "python -m extending_pytorch.gpu_report --output-dir DIR --quick --log-dir=DIR")
+    assert environment.command([]) == "python -m extending_pytorch.gpu_report"
+
+
+def test_a_step_can_fail_on_what_it_printed_and_gets_its_own_environment(tmp_path):
+    # Catches an ncu step recorded as passed although it profiled nothing, and
+    # a sanitizer step run with PyTorch's caching allocator on (the variable
+    # that turns it off must reach the process).
+    plan = {s.name: s for s in steps.plan(PYTHON, tmp_path, has_gpu=True)}
+    assert plan["ncu-cpp"].verify("==PROF== Disconnected") == "ncu exited 0 but profiled no kernel"
+    assert plan["ncu-cpp"].verify(NCU_SAMPLE) is None
+    assert plan["sanitizer-memcheck"].env == {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
+    step = python_step("env", "import os; print(os.environ['PYTORCH_NO_CUDA_MEMORY_CACHING'])",
+                       env={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
+                       verify=lambda out: None if "kernel" in out else "no kernel in the output")
+    result = run_one(step, tmp_path)
+    assert (result["status"], result["summary"]) == ("failed", "no kernel in the output")
+    assert result["output"].strip() == "1"

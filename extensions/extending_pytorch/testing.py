@@ -15,8 +15,10 @@ That sum needs its own tolerance. In 16 bits each row's gradient is rounded
 error grows with B and with the rows' magnitudes, while the sum itself can
 nearly cancel. A tolerance relative to the sum (assert_close's) rejects a
 correct kernel; one relative to the sum of the rows' magnitudes does not,
-and still rejects zero, scaled or wrong gradients. `check_against_reference`
-uses it for every base element whose gradient sums several view elements.
+and still rejects zero or scaled gradients. It is looser than assert_close
+by design: one row left out of many can hide in 16-bit rounding, which the
+same check in float32 and float64 catches. `check_against_reference` uses
+it for every base element whose gradient sums several view elements.
 """
 
 from __future__ import annotations
@@ -318,9 +320,9 @@ def check_cuda_graph_capture(
 ) -> None:
     """Capture a forward and backward of `loss_fn` in a CUDA graph; replays must equal eager runs.
 
-    As PyTorch's notes on CUDA graphs describe whole-network capture: warm-up
-    on a side stream, then capture, with no autograd graph made before the
-    capture still alive. An eager result kept with its graph (the loss) keeps
+    As PyTorch's notes on CUDA graphs describe whole-network capture (warm-up
+    on a side stream, then capture), and with no autograd graph made before
+    the capture still alive. An eager result kept with its graph (the loss) keeps
     the inputs' AccumulateGrad nodes, which remember the stream they were made
     on; a backward in the capture then makes that stream wait for the capturing
     one, and CUDA refuses (cudaErrorStreamCaptureImplicit). So only detached

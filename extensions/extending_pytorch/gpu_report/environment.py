@@ -88,13 +88,30 @@ def gpus() -> list[dict]:
     return found
 
 
+# Options whose value is a path of this machine: recorded as the option alone.
+PATH_OPTIONS = ("--output-dir", "--log-dir")
+
+
+def command(argv: list[str]) -> str:
+    """The command that made a record, without the machine's paths."""
+    words = ["python -m extending_pytorch.gpu_report"]
+    for k, word in enumerate(argv):
+        if k and argv[k - 1] in PATH_OPTIONS:
+            words.append("DIR")
+        elif word.startswith(tuple(f"{o}=" for o in PATH_OPTIONS)):
+            words.append(word.split("=", 1)[0] + "=DIR")
+        else:
+            words.append(word)
+    return " ".join(words)
+
+
 def provenance(argv: list[str]) -> dict:
     """What a record says about where and when it was made."""
     import torch
 
     return dict(
         date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        command=" ".join(["python -m extending_pytorch.gpu_report", *argv]),
+        command=command(argv),
         gpus=gpus(),
         processor=processor_name(),
         cpu_count=os.cpu_count(),

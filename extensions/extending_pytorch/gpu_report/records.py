@@ -30,10 +30,15 @@ def _slug(text: str) -> str:
 
 
 def file_stem(report: dict) -> str:
-    """date, time, GPU, torch: 2026-11-26-1432-nvidia-h200-torch-2.11.0-cu130."""
+    """date, time, GPU, torch: 2026-11-26-1432-nvidia-h200-torch-2.11.0-cu130.
+
+    A transcribed record has a date without a time: 2026-11-26-...-transcribed.
+    """
     p = report["provenance"]
     gpu = p["gpus"][0]["name"] if p["gpus"] else "no-gpu"
-    when = f"{p['date'][:10]}-{p['date'][11:13]}{p['date'][14:16]}"
+    when = p["date"][:10]
+    if len(p["date"]) > 10:
+        when += f"-{p['date'][11:13]}{p['date'][14:16]}"
     kind = "-transcribed" if report.get("kind") == "transcribed" else ""
     return f"{when}-{_slug(gpu)}-torch-{_slug(p['torch'])}{kind}"
 
@@ -214,8 +219,9 @@ def markdown(report: dict) -> str:
         if p.get(key) is not None:
             out.append(f"- {key}: {p[key]}")
     for g in p["gpus"]:
-        out.append(f"- GPU: {g['name']}, compute capability {g['capability']}, "
-                   f"{g['memory_gib']} GiB, driver {g.get('driver')}")
+        memory = f", {g['memory_gib']} GiB" if g.get("memory_gib") is not None else ""
+        out.append(f"- GPU: {g['name']}, compute capability {g['capability']}{memory}, "
+                   f"driver {g.get('driver')}")
     if not p["gpus"]:
         out += ["", "**No CUDA device was found: nothing was measured.** Every step below says why it was skipped."]
     out += ["", "## Steps", "", _markdown_table(steps_table(report))]
