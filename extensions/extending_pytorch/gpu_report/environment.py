@@ -36,14 +36,20 @@ def _version(package: str) -> str | None:
         return None
 
 
-def nvcc_version() -> str | None:
-    """The CUDA toolkit's release, as `nvcc --version` prints it ("13.0, V13.0.88")."""
+def cuda_tool(name: str) -> str | None:
+    """An NVIDIA tool (nvcc, ncu, compute-sanitizer) on PATH, or in the toolkit torch found."""
     from torch.utils.cpp_extension import CUDA_HOME
 
-    nvcc = shutil.which("nvcc")
-    if nvcc is None and CUDA_HOME:
-        candidate = os.path.join(CUDA_HOME, "bin", "nvcc")
-        nvcc = candidate if os.path.exists(candidate) else None
+    found = shutil.which(name)
+    if found is None and CUDA_HOME:
+        candidate = os.path.join(CUDA_HOME, "bin", name)
+        found = candidate if os.path.isfile(candidate) else None
+    return found
+
+
+def nvcc_version() -> str | None:
+    """The CUDA toolkit's release, as `nvcc --version` prints it ("13.0, V13.0.88")."""
+    nvcc = cuda_tool("nvcc")
     text = _output([nvcc, "--version"]) if nvcc else None
     if not text:
         return None

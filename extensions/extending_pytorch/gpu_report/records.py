@@ -98,14 +98,15 @@ def dtypes(report: dict) -> list[str]:
     return list(dict.fromkeys(r.get("dtype", "float32") for r in _benchmark_records(report)))
 
 
-def report_table(report: dict, dtype: str = "float32", task: str = "forward+backward") -> Table:
+def report_table(report: dict, dtype: str = "float32", task: str = "forward+backward",
+                 implementations=tuple(COLUMNS)) -> Table:
     """Median microseconds per implementation and size, with the fraction of copy.
 
     The fraction is the task's minimum traffic (bench.MINIMUM_TRAFFIC_ELEMENTS
     elements of B x D) over the time, divided by the copy bandwidth measured in
     the same run; records without a copy bandwidth show the time alone.
     """
-    records = _benchmark_records(report, dtype, task)
+    records = [r for r in _benchmark_records(report, dtype, task) if r["implementation"] in implementations]
     names = [n for n in COLUMNS if any(r["implementation"] == n for r in records)]
     sizes = list(dict.fromkeys((r["batch"], r["dim"]) for r in records))
     at = {(r["implementation"], r["batch"], r["dim"]): r for r in records}
@@ -262,13 +263,7 @@ class RecordsView:
                 tables.append(steps_table(report))
             if "benchmark" in self.parts:
                 for dtype in dtypes(report):
-                    table = report_table(report, dtype)
-                    keep = [0, 1] + [k for k, c in enumerate(table.columns)
-                                     if any(c == COLUMNS[n] + " µs" for n in self.implementations)]
-                    keep.append(len(table.columns) - 1)
-                    tables.append(Table([table.columns[k] for k in keep],
-                                        [[row[k] for k in keep] for row in table.rows],
-                                        caption=table.caption))
+                    tables.append(report_table(report, dtype, implementations=self.implementations))
             if "dram" in self.parts and dram_table(report) is not None:
                 tables.append(dram_table(report))
             found.append((title, tables))

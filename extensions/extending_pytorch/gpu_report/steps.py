@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import pathlib
-import shutil
 import signal
 import subprocess
 import time
@@ -18,6 +17,7 @@ from typing import Callable
 
 from extending_pytorch.display import REPO_ROOT
 from extending_pytorch.gpu_report import parse
+from extending_pytorch.gpu_report.environment import cuda_tool
 
 SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 # The GPU tests, by file; the stable package's need torch 2.13 or newer.
@@ -50,17 +50,6 @@ class Step:
 def _last_line(output: str, returncode: int) -> str:
     lines = [line for line in output.splitlines() if line.strip()]
     return lines[-1].strip()[:300] if lines else f"exit status {returncode}"
-
-
-def _tool(name: str) -> str | None:
-    """An NVIDIA tool on PATH, or in the CUDA toolkit torch found."""
-    found = shutil.which(name)
-    if found:
-        return found
-    from torch.utils.cpp_extension import CUDA_HOME
-
-    candidate = os.path.join(CUDA_HOME or "", "bin", name)
-    return candidate if CUDA_HOME and os.path.isfile(candidate) else None
 
 
 def torch_version() -> tuple[int, int]:
@@ -100,7 +89,7 @@ def plan(python: str, work_dir: pathlib.Path, *, has_gpu: bool, quick: bool = Fa
              "and a 3-D input: a clear error, never a crash",
              [*workloads, "wrong-rank"], 45, no_gpu, _last_line),
     ]
-    sanitizer = _tool("compute-sanitizer")
+    sanitizer = cuda_tool("compute-sanitizer")
     for tool in SANITIZER_TOOLS:
         steps.append(Step(
             f"sanitizer-{tool}",
@@ -113,7 +102,7 @@ def plan(python: str, work_dir: pathlib.Path, *, has_gpu: bool, quick: bool = Fa
             # access past a tensor's end would land in its own block, unseen.
             env={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
         ))
-    ncu = _tool("ncu")
+    ncu = cuda_tool("ncu")
     for name in ("cpp", "compile", "triton"):
         steps.append(Step(
             f"ncu-{name}",
