@@ -25,6 +25,7 @@ import functools
 import os
 import pathlib
 import re
+import threading
 
 import pytest
 import torch
@@ -32,6 +33,7 @@ from torch.testing import assert_close
 
 import extending_pytorch as ep
 from extending_pytorch import emulator, testing
+from extending_pytorch.emulator import toolchain
 from extending_pytorch.simt_rewrite import rewrite
 
 pytestmark = pytest.mark.skipif(
@@ -45,7 +47,7 @@ HYPER = dict(t1=-1.0, t2=0.5, beta=0.5)
 
 def _mode_available(mode: str) -> bool:
     try:
-        emulator._runtime_library(mode)
+        toolchain._runtime_library(mode)
         emulator.cuda_include_dir()
     except emulator.EmulatorUnavailable:
         return False
@@ -523,7 +525,7 @@ def test_kernels_compile_unchanged():
 
 
 def test_missing_headers_give_a_clear_error(monkeypatch):
-    monkeypatch.setattr(emulator, "_include_candidates", lambda: [pathlib.Path("/nonexistent")])
+    monkeypatch.setattr(toolchain, "_include_candidates", lambda: [pathlib.Path("/nonexistent")])
     with pytest.raises(emulator.EmulatorUnavailable, match="cuda_fp16.h.*Looked in:\n  /nonexistent"):
         emulator.cuda_include_dir()
     with pytest.raises(emulator.EmulatorUnavailable):
@@ -533,7 +535,7 @@ def test_missing_headers_give_a_clear_error(monkeypatch):
 
 def _fake_include(directory: pathlib.Path, headers: dict[str, str]) -> pathlib.Path:
     """A fake CUDA include directory: the named headers (empty unless given), and `headers`."""
-    for name in (*emulator._HEADERS, *headers):
+    for name in (*toolchain._HEADERS, *headers):
         path = directory / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("#pragma once\n" + headers.get(name, ""))
@@ -548,7 +550,7 @@ def test_incomplete_headers_are_skipped(tmp_path, monkeypatch):
     pip = _fake_include(tmp_path / "site-packages" / "nvidia" / "cu13" / "include", fp16)
     toolkit = _fake_include(tmp_path / "cuda" / "include", {**fp16, "nv/target": ""})
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda"))
-    monkeypatch.setattr(emulator, "_include_candidates", lambda: [tmp_path / "none", pip, toolkit])
+    monkeypatch.setattr(toolchain, "_include_candidates", lambda: [tmp_path / "none", pip, toolkit])
     assert emulator.cuda_include_dir() == toolkit.resolve()
     described = emulator.cuda_include_description()
     assert described == (
@@ -558,7 +560,7 @@ def test_incomplete_headers_are_skipped(tmp_path, monkeypatch):
     assert str(tmp_path) not in described  # notebooks print it
 
     # None complete: the error names each directory and what it lacks.
-    monkeypatch.setattr(emulator, "_include_candidates", lambda: [tmp_path / "none", pip])
+    monkeypatch.setattr(toolchain, "_include_candidates", lambda: [tmp_path / "none", pip])
     with pytest.raises(emulator.EmulatorUnavailable) as error:
         emulator.cuda_include_dir()
     assert str(error.value).endswith(
@@ -578,6 +580,49 @@ def test_launch_arguments_are_checked():
         k[1](torch.empty(1), torch.empty(1), 1)
     with pytest.raises(ValueError, match="outputs: 'z' is not a pointer parameter"):
         k[1, 32](torch.empty(32), torch.empty(32), 32, outputs=["z"])
+
+
+def _parse_within(text: str, seconds: float = 20.0):
+    """parse_kernels(text), failing (not hanging) if it does not return in `seconds`."""
+    result = []
+    worker = threading.Thread(target=lambda: result.append(emulator.parse_kernels(text)), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert not worker.is_alive(), f"parse_kernels did not return in {seconds} s (a loop that never advances)"
+    return result[0]
+
+
+LAUNCH_BOUNDS = """
+__global__ void __launch_bounds__(256) before_name(const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = 2 * x[i];
+}
+__global__ __launch_bounds__((128), 2) void before_type(float* y, int n) {
+  if (threadIdx.x < n) y[threadIdx.x] = 1;
+}
+template <typename T>
+__global__ void __launch_bounds__(64, 1) templated(T* y) { y[threadIdx.x] = 0; }
+"""
+
+
+def test_launch_bounds_are_skipped_when_reading_signatures():
+    # The bug: the loop that skipped __launch_bounds__(...) searched on past the kernel's own
+    # parameter list and never ended (load_source hung on the book's triplet.cu).
+    kernels_ = {k.name: k for k in _parse_within(LAUNCH_BOUNDS)}
+    assert list(kernels_) == ["before_name", "before_type", "templated"]
+    assert [repr(p) for p in kernels_["before_name"].parameters] == ["const float* x", "float* y", "int n"]
+    assert [repr(p) for p in kernels_["before_type"].parameters] == ["float* y", "int n"]
+    assert kernels_["templated"].template and not kernels_["before_name"].template
+    book = _parse_within((ep.build_flags.CSRC / "cuda" / "triplet.cu").read_text())
+    assert {k.name for k in book} >= {"triplet_forward_kernel", "triplet_backward_kernel"}
+
+
+def test_kernel_with_launch_bounds_launches():
+    module = emulator.load_source(LAUNCH_BOUNDS, name="launch_bounds", timeout=120)
+    x, y = torch.arange(300, dtype=torch.float32), torch.empty(300)
+    module.before_name[2, 256](x, y, 300, outputs=["y"])
+    assert_close(y, 2 * x)
+    assert "templated" in module.unbound
 
 
 def test_compile_errors_point_at_the_source_line():
@@ -612,7 +657,7 @@ def test_only_asans_fiber_caution_is_dropped_from_the_workers_stderr():
         b"==4242==ERROR: AddressSanitizer: heap-buffer-overflow on address 0x6020\n"
         b"printf from the kernel\n"
     )
-    kept = emulator._ASAN_FIBER_WARNING.sub(b"", stderr)
+    kept = toolchain._ASAN_FIBER_WARNING.sub(b"", stderr)
     assert kept == (
         b"==4242==ERROR: AddressSanitizer: heap-buffer-overflow on address 0x6020\n"
         b"printf from the kernel\n"

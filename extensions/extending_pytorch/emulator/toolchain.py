@@ -1,0 +1,282 @@
+"""The emulator's build toolchain: g++, CUDA's half-precision headers, the
+build modes (their flags and the sanitizer runtimes their workers preload),
+and the build itself (torch.utils.cpp_extension.load), cached by content."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+
+from extending_pytorch import build_flags
+
+MODES = ("fast", "memory", "races")
+SCHEDULES = ("forward", "reverse", "random")
+
+SIMT_DIR = build_flags.CSRC / "simt"
+BUILD_ROOT = build_flags.EXTENSIONS_DIR / "build" / "emulator"
+# Where the book's kernels are read from; a test may point it at a copy.
+CSRC_ENV = "EXTENDING_PYTORCH_EMULATOR_CSRC"
+# Seconds a call may take before the worker is stopped (an endless loop).
+DEFAULT_TIMEOUT = 600.0
+
+
+class EmulatorUnavailable(RuntimeError):
+    """The emulator cannot build here (no g++, or no CUDA half-precision headers)."""
+
+
+# ---- What a build needs --------------------------------------------------------
+
+_HEADERS = ("cuda_fp16.h", "cuda_bf16.h", "cuda_runtime_api.h", "vector_types.h")
+
+
+def _include_candidates() -> list[pathlib.Path]:
+    candidates = []
+    # The CUDA build of torch depends on NVIDIA's wheels: nvidia/cu13/include
+    # (CUDA 13), nvidia/cuda_runtime/include (CUDA 12).
+    for entry in sys.path:
+        nvidia = pathlib.Path(entry or ".") / "nvidia"
+        if nvidia.is_dir():
+            candidates += sorted(nvidia.glob("cu*/include"), reverse=True)
+            candidates.append(nvidia / "cuda_runtime" / "include")
+    for variable in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(variable):
+            candidates.append(pathlib.Path(os.environ[variable]) / "include")
+    candidates.append(pathlib.Path("/usr/local/cuda/include"))
+    return candidates
+
+
+def _include_kind(directory: pathlib.Path) -> str:
+    """What a candidate directory is, in words and without a machine path."""
+    if directory.parent.parent.name == "nvidia":
+        return f"the NVIDIA pip package's headers (nvidia/{directory.parent.name}/include)"
+    for variable in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(variable) and directory == pathlib.Path(os.environ[variable]) / "include":
+            return f"the CUDA toolkit's headers (${variable}/include)"
+    if directory == pathlib.Path("/usr/local/cuda/include"):
+        return "the CUDA toolkit's headers"
+    return f"the headers in .../{directory.name}"
+
+
+# (compiler, directory) -> why the headers do not preprocess there, or "" where they do.
+_include_checks: dict[tuple[str, str], str] = {}
+
+
+def _include_problem(directory: pathlib.Path) -> str:
+    """Why `directory` cannot serve the emulator's builds, or "" where it can.
+
+    Not only the named headers: everything they include must be there too
+    (torch's CUDA 13 wheel has a cuda_fp16.h that includes <nv/target>, and no
+    nv/target). The preprocessor, with the emulator's own include directories
+    and flags in front, says so; the answer is kept for the session.
+    """
+    if not directory.is_dir():
+        return "does not exist"
+    missing = [h for h in _HEADERS if not (directory / h).is_file()]
+    if missing:
+        return "has no " + ", ".join(missing)
+    key = (_compiler(), str(directory.resolve()))
+    if key not in _include_checks:
+        result = subprocess.run(
+            [key[0], "-E", "-x", "c++", *_mode_flags("fast")[0],
+             f"-I{SIMT_DIR / 'include'}", f"-I{SIMT_DIR}", f"-I{key[1]}", "-", "-o", os.devnull],
+            input="".join(f"#include <{h}>\n" for h in _HEADERS),
+            capture_output=True,
+            text=True,
+        )
+        problem = ""
+        if result.returncode != 0:
+            # g++: "x.h:1:10: fatal error: nv/target: No such file or directory";
+            # clang: "x.h:1:10: fatal error: 'nv/target' file not found".
+            found = re.search(
+                r"^(.*?):\d+:\d+: fatal error: '?([^':]+?)'?"
+                r"(?:: No such file or directory| file not found)",
+                result.stderr,
+                re.MULTILINE,
+            )
+            if found:
+                problem = f"{pathlib.Path(found[1]).name} includes <{found[2]}>, which is missing"
+            else:
+                errors = [line for line in result.stderr.splitlines() if "error" in line]
+                problem = "its headers do not preprocess: " + (errors or ["(no message)"])[0]
+        _include_checks[key] = problem
+    return _include_checks[key]
+
+
+def _choose_include_dir() -> tuple[pathlib.Path, list[tuple[pathlib.Path, str]]]:
+    """The first complete candidate, and (candidate, reason) for each skipped before it."""
+    skipped = []
+    for directory in dict.fromkeys(_include_candidates()):
+        problem = _include_problem(directory)
+        if not problem:
+            return directory, skipped
+        skipped.append((directory, problem))
+    looked = "\n  ".join(f"{d} ({problem})" for d, problem in skipped)
+    raise EmulatorUnavailable(
+        "The SIMT emulator needs CUDA's half-precision headers (cuda_fp16.h, "
+        "cuda_bf16.h, cuda_runtime_api.h, and every header they include; no GPU "
+        "and no nvcc), and found no directory with all of them. They come with "
+        "the CUDA build of torch (the nvidia-cuda-runtime pip package) or the "
+        "CUDA toolkit. Looked in:\n  " + looked
+    )
+
+
+def cuda_include_dir() -> pathlib.Path:
+    """The directory with CUDA's cuda_fp16.h, cuda_bf16.h and cuda_runtime_api.h.
+
+    Looked for in NVIDIA's pip packages first (they come with the CUDA build
+    of torch), then $CUDA_HOME/include and /usr/local/cuda/include; the first
+    where those headers and every header they include preprocess is taken (a
+    pip package can ship cuda_fp16.h without the nv/target it includes).
+    Raises EmulatorUnavailable, saying where it looked and what each lacked,
+    if none has them all. cuda_include_description() says which, in words.
+    """
+    return _choose_include_dir()[0].resolve()
+
+
+def cuda_include_description() -> str:
+    """Which headers the emulator uses, and why earlier candidates were skipped.
+
+    In words, without machine paths (so a notebook can print it), e.g. "the
+    CUDA toolkit's headers ($CUDA_HOME/include); skipped: the NVIDIA pip
+    package's headers (nvidia/cu13/include): cuda_fp16.h includes
+    <nv/target>, which is missing". The path is cuda_include_dir(). Raises
+    EmulatorUnavailable like cuda_include_dir().
+    """
+    directory, skipped = _choose_include_dir()
+    # Those with the named headers only: a pip environment has many nvidia/cu*/include.
+    incomplete = [(d, why) for d, why in skipped if all((d / h).is_file() for h in _HEADERS)]
+    text = _include_kind(directory)
+    if incomplete:
+        text += "; skipped: " + "; ".join(f"{_include_kind(d)}: {why}" for d, why in incomplete)
+    return text
+
+
+def _compiler() -> str:
+    compiler = shutil.which(os.environ.get("CXX", "g++")) or shutil.which("g++")
+    if compiler is None:
+        raise EmulatorUnavailable("The SIMT emulator needs g++ (GCC 11 or newer), and found none.")
+    return compiler
+
+
+def available() -> bool:
+    """Whether the emulator can build here."""
+    try:
+        cuda_include_dir()
+        _compiler()
+    except EmulatorUnavailable:
+        return False
+    return True
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+
+
+def _mode_flags(mode: str) -> tuple[list[str], list[str]]:
+    """Compiler and linker flags of a build mode."""
+    common = [
+        f"-std={build_flags.CXX_STANDARD}",
+        "-ffp-contract=off",  # as ISO C++ says; nvcc would contract a*b+c into an FMA
+        "-Wno-unknown-pragmas",  # #pragma unroll
+        "-Wno-attributes",
+    ]
+    if mode == "fast":
+        return common + ["-O2"], []
+    if mode == "memory":
+        sanitize = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
+        return common + ["-O1", "-g", "-fno-omit-frame-pointer", *sanitize], sanitize
+    sanitize = ["-fsanitize=thread"]
+    return common + ["-O1", "-g", *sanitize], sanitize
+
+
+# AddressSanitizer prints this once in every process that switches stacks with swapcontext, as
+# the emulator's fibers do: a caution about the method (csrc/simt/README.md), not a report, and
+# it names the worker's process id. Reports still fail the call.
+_ASAN_FIBER_WARNING = re.compile(
+    rb"^==\d+==WARNING: ASan doesn't fully support makecontext/swapcontext[^\n]*\n", re.MULTILINE
+)
+
+
+def _runtime_library(mode: str) -> str | None:
+    """The sanitizer runtime a worker must preload, or None."""
+    if mode == "fast":
+        return None
+    name = "libasan.so" if mode == "memory" else "libtsan.so"
+    found = subprocess.run(
+        [_compiler(), f"-print-file-name={name}"], capture_output=True, text=True
+    ).stdout.strip()
+    if not found or not os.path.isabs(found) or not os.path.exists(found):
+        raise EmulatorUnavailable(
+            f"mode {mode!r} needs the sanitizer runtime {name}, which {_compiler()} does not have"
+        )
+    return os.path.realpath(found)
+
+
+def _sanitizer_env(mode: str) -> dict[str, str]:
+    env = {}
+    library = _runtime_library(mode)
+    if library:
+        # libstdc++ right after the sanitizer: Python itself does not load it,
+        # and AddressSanitizer's interceptor of __cxa_throw (a C++ exception,
+        # how the emulator reports) needs it loaded when it starts.
+        stdcxx = subprocess.run(
+            [_compiler(), "-print-file-name=libstdc++.so"], capture_output=True, text=True
+        ).stdout.strip()
+        preload = [library] + ([os.path.realpath(stdcxx)] if os.path.isabs(stdcxx) else [])
+        env["LD_PRELOAD"] = ":".join(preload)
+    if mode == "memory":
+        env["ASAN_OPTIONS"] = (
+            "detect_leaks=0:halt_on_error=1:symbolize=1:detect_odr_violation=0:"
+            "allocator_may_return_null=1"
+        )
+        env["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"
+    if mode == "races":
+        env["TSAN_OPTIONS"] = "halt_on_error=1:report_signal_unsafe=0:exitcode=66"
+    return env
+
+
+def _torch_variant() -> str:
+    import torch
+
+    return torch.__version__.replace("+", "-")
+
+
+def _digest(*parts) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part if isinstance(part, bytes) else str(part).encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _simt_files() -> list[pathlib.Path]:
+    return sorted(p for p in SIMT_DIR.rglob("*") if p.is_file() and p.suffix in (".h", ".cpp"))
+
+
+def _write_if_changed(path: pathlib.Path, text: str) -> None:
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+
+
+def _load_extension(name, sources, mode, include_dirs, directory, python_module=True):
+    from torch.utils.cpp_extension import load
+
+    cflags, ldflags = _mode_flags(mode)
+    directory.mkdir(parents=True, exist_ok=True)
+    return load(
+        name=name,
+        sources=[str(s) for s in sources],
+        extra_cflags=cflags,
+        extra_ldflags=ldflags,
+        extra_include_paths=[str(d) for d in include_dirs],
+        build_directory=str(directory),
+        is_python_module=python_module,
+        verbose=os.environ.get("EXTENDING_PYTORCH_EMULATOR_VERBOSE") == "1",
+    )
+

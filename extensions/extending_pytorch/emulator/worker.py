@@ -1,0 +1,283 @@
+"""The worker processes: one per build mode, started at the first call (a
+sanitizer's runtime must be preloaded, and a crashing kernel must take down
+the worker, not the reader's Python), and how tensors travel to them."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import pathlib
+import pickle
+import select
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+
+from extending_pytorch.emulator.toolchain import (
+    _ASAN_FIBER_WARNING,
+    SCHEDULES,
+    _check_mode,
+    _sanitizer_env,
+    cuda_include_dir,
+)
+
+# ---- Tensors across the process boundary ---------------------------------------------------
+#
+# A tensor travels as its whole storage (bytes) plus dtype, sizes, strides and
+# storage offset, so a view arrives as the same view: misaligned, strided,
+# expanded (stride 0) or sharing memory with another argument. Storages are
+# allocated by torch on both sides (64-byte aligned), so the alignment of a
+# view's first element is kept too.
+
+
+class _TensorRef:
+    def __init__(self, storage, dtype, size, stride, offset):
+        self.storage, self.dtype, self.size, self.stride, self.offset = (
+            storage, dtype, size, stride, offset)
+
+
+def _pack(value, storages: list, index: dict, originals: list | None = None):
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        storage = value.untyped_storage()
+        key = storage.data_ptr(), storage.nbytes()
+        if key not in index:
+            index[key] = len(storages)
+            storages.append(torch.empty(0, dtype=torch.uint8).set_(storage).clone())
+            if originals is not None:
+                originals.append(storage)
+        return _TensorRef(index[key], value.dtype, tuple(value.shape), value.stride(),
+                          value.storage_offset())
+    if isinstance(value, (list, tuple)):
+        return type(value)(_pack(v, storages, index, originals) for v in value)
+    if isinstance(value, dict):
+        return {k: _pack(v, storages, index, originals) for k, v in value.items()}
+    return value
+
+
+def _unpack(value, storages: list):
+    import torch
+
+    if isinstance(value, _TensorRef):
+        storage = storages[value.storage].untyped_storage()
+        return torch.empty(0, dtype=value.dtype).set_(storage, value.offset, value.size, value.stride)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_unpack(v, storages) for v in value)
+    if isinstance(value, dict):
+        return {k: _unpack(v, storages) for k, v in value.items()}
+    return value
+
+
+def _send(fd: int, obj) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    message = struct.pack("<Q", len(data)) + data
+    view = memoryview(message)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _receive(fd: int, timeout: float | None = None):
+    def read_exactly(n):
+        chunks, left = [], n
+        while left:
+            if timeout is not None:
+                ready, _, _ = select.select([fd], [], [], timeout)
+                if not ready:
+                    raise TimeoutError
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                raise EOFError
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+
+    (length,) = struct.unpack("<Q", read_exactly(8))
+    return pickle.loads(read_exactly(length))
+
+
+# ---- The worker process ---------------------------------------------------------------------
+
+
+def _serve(read_fd: int, write_fd: int, mode: str) -> None:
+    """The worker's loop: build and load what is asked, call it, answer."""
+    # The sanitizer runtime is loaded; compilers started from here must not load it.
+    os.environ.pop("LD_PRELOAD", None)
+    import logging
+
+    # (Its warning that no CUDA runtime is found is beside the point here.)
+    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+    import torch
+
+    torch.set_num_threads(1)
+    libc = ctypes.CDLL(None)
+    targets = {}
+    while True:
+        try:
+            request = _receive(read_fd)
+        except EOFError:
+            return
+        try:
+            target, function, settings, storages, args, kwargs = request
+            if target not in targets:
+                from extending_pytorch.emulator.book import _book_module
+                from extending_pytorch.emulator.source import _source_library
+
+                if target[0] == "book":
+                    targets[target] = _book_module(mode, target[1])
+                else:
+                    targets[target] = _source_library(mode, target[1], target[2])
+            module = targets[target]
+            module.configure(*settings)
+            args = _unpack(args, storages)
+            kwargs = _unpack(kwargs, storages)
+            result = getattr(module, function)(*args, **kwargs)
+            out_storages, out_index = [], {}
+            written = storages if target[0] == "source" else None
+            reply = ("ok", _pack(result, out_storages, out_index), out_storages, written)
+        except Exception as error:  # reported to the caller as it was raised
+            kind = type(error).__name__ if type(error).__name__ in _RERAISED else "RuntimeError"
+            reply = ("error", (kind, str(error)), None, None)
+        libc.fflush(None)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        _send(write_fd, reply)
+
+
+# Exceptions the worker raises that reach the caller as the same type.
+_RERAISED = {"ValueError": ValueError, "TypeError": TypeError, "RuntimeError": RuntimeError}
+
+
+class _Worker:
+    def __init__(self, mode: str):
+        self.mode = mode
+        self.lock = threading.Lock()
+        self.process = None
+
+    def _start(self):
+        env = dict(os.environ)
+        env.update(_sanitizer_env(self.mode))
+        package_root = str(pathlib.Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = package_root + os.pathsep + env.get("PYTHONPATH", "")
+        to_worker_r, to_worker_w = os.pipe()
+        from_worker_r, from_worker_w = os.pipe()
+        self.stdout = tempfile.TemporaryFile()
+        self.stderr = tempfile.TemporaryFile()
+        code = (
+            "from extending_pytorch.emulator.worker import _serve; "
+            f"_serve({to_worker_r}, {from_worker_w}, {self.mode!r})"
+        )
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", code],
+            pass_fds=(to_worker_r, from_worker_w),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=self.stdout,
+            stderr=self.stderr,
+        )
+        os.close(to_worker_r)
+        os.close(from_worker_w)
+        self.write_fd, self.read_fd = to_worker_w, from_worker_r
+        self.shown = [0, 0]
+
+    def _forward_output(self):
+        """Show what the worker printed (a kernel's printf) since the last call."""
+        for i, (source, sink) in enumerate(((self.stdout, sys.stdout), (self.stderr, sys.stderr))):
+            source.seek(self.shown[i])
+            data = source.read()
+            self.shown[i] += len(data)
+            if sink is sys.stderr:
+                data = _ASAN_FIBER_WARNING.sub(b"", data)
+            if data:
+                sink.write(data.decode(errors="replace"))
+                sink.flush()
+
+    def _stop(self):
+        if self.process is not None:
+            if self.process.poll() is None:
+                self.process.kill()
+            self.process.wait()
+            os.close(self.write_fd)
+            os.close(self.read_fd)
+        self.process = None
+
+    def call(self, target, function, settings, args, kwargs, timeout):
+        with self.lock:
+            if self.process is None or self.process.poll() is not None:
+                self._stop()
+                self._start()
+            storages, index, originals = [], {}, []
+            packed = _pack((args, kwargs), storages, index, originals)
+            try:
+                _send(self.write_fd, (target, function, settings, storages, *packed))
+                reply = _receive(self.read_fd, timeout)
+            except (EOFError, BrokenPipeError, TimeoutError) as error:
+                timed_out = isinstance(error, TimeoutError)
+                if timed_out:
+                    self.process.kill()
+                code = self.process.wait()
+                self.stderr.seek(self.shown[1])
+                report = self.stderr.read().decode(errors="replace")
+                self.shown[1] += len(report)
+                self._stop()
+                what = (
+                    f"did not finish in {timeout:.0f} s (an endless loop?)"
+                    if timed_out
+                    else f"crashed (exit status {code})"
+                )
+                raise RuntimeError(
+                    f"The emulated kernel ({self.mode} mode) {what}. The report:\n"
+                    + _tail(report)
+                ) from None
+            self._forward_output()
+            status, result, out_storages, in_storages = reply
+            if status == "error":
+                kind, message = result
+                raise _RERAISED[kind](message)
+            return _unpack(result, out_storages), in_storages, originals
+
+
+def _tail(text: str, limit: int = 12000) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else "...\n" + text[-limit:]
+
+
+_workers: dict[str, _Worker] = {}
+
+
+def _worker(mode: str) -> _Worker:
+    _check_mode(mode)
+    if mode not in _workers:
+        _workers[mode] = _Worker(mode)
+    return _workers[mode]
+
+
+def shutdown() -> None:
+    """Stop the worker processes (they also stop when Python exits)."""
+    for worker in _workers.values():
+        with worker.lock:
+            worker._stop()
+    _workers.clear()
+
+
+def _settings(schedule: str, seed: int, max_blocks: int):
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+    if not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    if not isinstance(max_blocks, int) or max_blocks < 0:
+        raise ValueError(f"max_blocks must be a non-negative int (0: no cap), got {max_blocks!r}")
+    return (schedule, seed, max_blocks)
+
+
+def _call(target, function, args, kwargs=None, *, mode, schedule, seed, max_blocks, timeout):
+    cuda_include_dir()  # fails early, with the reason, where the headers are missing
+    result, _, _ = _worker(mode).call(
+        target, function, _settings(schedule, seed, max_blocks), args, kwargs or {}, timeout
+    )
+    return result
+
+
