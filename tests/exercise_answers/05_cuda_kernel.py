@@ -264,5 +264,42 @@ WRONG_ANSWERS = {
             AssertionError,
             r"not torch's distances \(does lane 0 write the warp's sum of all 32 lanes\?\)",
         ),
+        (
+            "every lane writes its row's distance: right values, 32 stores where one will do",
+            'squared_distance_source = r"""\n'
+            "__global__ void squared_distance(const float* a, const float* p, float* out, int rows, int dim) {\n"
+            "  const int lane = threadIdx.x % 32;\n"
+            "  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;\n"
+            "  if (row >= rows) return;\n"
+            "  float sum = 0;\n"
+            "  for (int j = lane; j < dim; j += 32) {\n"
+            "    const float d = a[row * dim + j] - p[row * dim + j];\n"
+            "    sum += d * d;\n"
+            "  }\n"
+            "  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);\n"
+            "  out[row] = sum;\n"
+            "}\n"
+            '"""\n',
+            AssertionError,
+            r"byte budget: the kernel writes 640 bytes to out for 5 distances of 4 bytes",
+        ),
+        (
+            "every lane sums the whole row and lane 0 writes: right values, 32 times the reads",
+            'squared_distance_source = r"""\n'
+            "__global__ void squared_distance(const float* a, const float* p, float* out, int rows, int dim) {\n"
+            "  const int lane = threadIdx.x % 32;\n"
+            "  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;\n"
+            "  if (row >= rows) return;\n"
+            "  float sum = 0;\n"
+            "  for (int j = 0; j < dim; ++j) {\n"
+            "    const float d = a[row * dim + j] - p[row * dim + j];\n"
+            "    sum += d * d;\n"
+            "  }\n"
+            "  if (lane == 0) out[row] = sum;\n"
+            "}\n"
+            '"""\n',
+            AssertionError,
+            r"byte budget: the kernel reads 23680 bytes of a, 32 times its 740",
+        ),
     ],
 }

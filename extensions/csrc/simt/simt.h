@@ -30,9 +30,10 @@
 // thread before the end of the launch. Blocks are not ordered with each other.
 //
 // Limits (see README.md): g++ is not nvcc (no FMA contraction, __CUDA_ARCH__
-// is undefined so host branches are taken), no memory model, no timing, no
-// coalescing, registers or occupancy, no tensor cores, cp.async or TMA. It
-// proves logic and memory safety, never speed.
+// is undefined so host branches are taken), no memory model, no timing,
+// registers or occupancy, no tensor cores, cp.async or TMA. It proves logic
+// and memory safety, never speed; with SIMT_TRAFFIC (traffic.h) it counts the
+// bytes of global memory a kernel moves.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -64,7 +65,9 @@
 #include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
-#if defined(__SANITIZE_THREAD__)
+// SIMT_TRAFFIC (the traffic counter) compiles with ThreadSanitizer's instrumentation but
+// without its runtime: traffic.h stands in for it.
+#if defined(__SANITIZE_THREAD__) && !defined(SIMT_TRAFFIC)
 #define SIMT_TSAN 1
 #include <sanitizer/common_interface_defs.h>
 #include <sanitizer/tsan_interface.h>
@@ -267,6 +270,14 @@ inline void* scheduler_fake_stack = nullptr;
 #endif
 #if defined(SIMT_TSAN)
 inline void* scheduler_fiber = nullptr;
+#endif
+
+#if defined(SIMT_TRAFFIC)
+}  // namespace detail
+}  // namespace simt
+#include "traffic.h"
+namespace simt {
+namespace detail {
 #endif
 
 #if defined(SIMT_TSAN)
@@ -800,6 +811,9 @@ inline void run_launch(Launch& launch) {
   current_launch = &launch;
   grid_dim = grid;
   block_dim = launch.block;
+#if defined(SIMT_TRAFFIC)
+  ::simt::traffic::on_launch(launch.kernel, grid, launch.block);
+#endif
   struct Reset {
     Launch& launch;
     ~Reset() {
@@ -1115,13 +1129,24 @@ inline unsigned __activemask() {
 
 // ---- Atomics (real atomics: ThreadSanitizer sees them as such) -----------------
 namespace simt::detail {
+// The read before the compare-and-swap: part of one read-modify-write, which the
+// traffic counter counts once, at the compare-and-swap (as a GPU's atomic
+// moves the element once). Only the counting build leaves it uninstrumented.
+template <typename Bits>
+#if defined(SIMT_TRAFFIC)
+__attribute__((no_sanitize_thread, noinline))
+#endif
+Bits first_read(Bits* bits) {
+  return __atomic_load_n(bits, __ATOMIC_RELAXED);
+}
+
 template <typename T, typename Op>
 T atomic_update(T* address, Op op) {
   static_assert(sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8, "simt: atomic size");
   using Bits = std::conditional_t<sizeof(T) == 2, uint16_t,
                                   std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>;
   Bits* bits = reinterpret_cast<Bits*>(address);
-  Bits expected = __atomic_load_n(bits, __ATOMIC_RELAXED);
+  Bits expected = first_read(bits);
   for (;;) {
     T old;
     std::memcpy(static_cast<void*>(&old), &expected, sizeof(T));

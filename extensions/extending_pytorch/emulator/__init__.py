@@ -38,6 +38,9 @@ The API:
   ``involution``, ``involution_forward``, ``involution_backward``: the book's
   kernels (csrc/cuda/triplet.cu, involution.cu) through a binding that makes
   the same launch calls as the CUDA binding.
+- ``traffic()``: ``with emulator.traffic() as t:`` counts the global-memory
+  bytes (per tensor, per launch) and 32-byte sectors of the emulated launches
+  inside, and of Triton kernels run by Triton's interpreter (traffic.py).
 - ``available()`` / ``cuda_include_dir()``: whether the headers it needs are
   here (else calls raise ``EmulatorUnavailable``), and where;
   ``cuda_include_description()`` says which, in words (no machine path), and
@@ -47,9 +50,10 @@ Honest limits. g++ is not nvcc: floating-point results can differ in the last
 bits (no FMA contraction; __CUDA_ARCH__ is undefined, so code under
 ``#ifdef __CUDA_ARCH__`` takes its host branch). There is no memory model
 (threads switch only at collectives, so a missing __syncwarp or volatile can
-go unnoticed outside "races" mode), no timing, no coalescing, registers or
-occupancy, no tensor cores, cp.async or TMA. The emulator proves logic and
-memory safety, never speed. It is also stricter than a GPU in places: lanes of
+go unnoticed outside "races" mode), no timing, registers or occupancy, no
+tensor cores, cp.async or TMA. The emulator proves logic and memory safety,
+never speed; ``traffic()`` counts the bytes a kernel moves, and the sectors
+its warps touch (a model of coalescing, without caches). It is also stricter than a GPU in places: lanes of
 a warp must meet at the same collective call (Volta and later tolerate
 different call sites with the same mask), and a thread that has exited may not
 be waited for.
@@ -58,8 +62,8 @@ The package's files name its parts: ``toolchain`` (g++, CUDA's headers, the
 build modes and their sanitizer runtimes), ``signatures`` (the kernel
 signatures of a .cu source, and the launch glue built from them),
 ``worker`` (the worker processes and how tensors reach them), ``book`` (the
-book's kernels), ``source`` (``load_source``: a reader's kernels) and
-``poison`` (the pattern outputs hold before a launch).
+book's kernels), ``source`` (``load_source``: a reader's kernels), ``poison``
+(the pattern outputs hold before a launch) and ``traffic`` (the counter).
 """
 
 from extending_pytorch.emulator.book import (
@@ -84,6 +88,7 @@ from extending_pytorch.emulator.toolchain import (
     cuda_include_description,
     cuda_include_dir,
 )
+from extending_pytorch.emulator.traffic import BufferTraffic, LaunchTraffic, Traffic, traffic
 from extending_pytorch.emulator.worker import shutdown
 
 __all__ = [
@@ -104,5 +109,9 @@ __all__ = [
     "involution_forward",
     "involution_backward",
     "shutdown",
+    "traffic",
+    "Traffic",
+    "LaunchTraffic",
+    "BufferTraffic",
 ]
 

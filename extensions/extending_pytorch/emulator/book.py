@@ -12,6 +12,7 @@ import pathlib
 from extending_pytorch import build_flags
 from extending_pytorch.emulator.poison import check_written as _check_written
 from extending_pytorch.emulator.poison import poisoned_empty as _poisoned_empty
+from extending_pytorch.emulator.traffic import NativeCounter
 from extending_pytorch.emulator.toolchain import (
     BUILD_ROOT,
     CSRC_ENV,
@@ -64,7 +65,7 @@ def _book_module(mode: str, csrc: str | None):
         directory,
         python_module=False,
     )
-    return _BookLibrary(directory / f"{name}.so")
+    return _BookLibrary(directory / f"{name}.so", mode)
 
 
 def _dtype_code(dtype) -> int:
@@ -79,20 +80,30 @@ class _BookLibrary:
     and involution_cuda.cpp (checks, allocation, reduction), in Python, around
     the launches of csrc/simt/book_launch.cpp."""
 
-    def __init__(self, path: pathlib.Path):
+    def __init__(self, path: pathlib.Path, mode: str):
         self.library = ctypes.CDLL(str(path))
+        # In the counting build: counts each call's launches (emulator.traffic()).
+        self.counter = NativeCounter(self.library) if mode == "traffic" else None
 
     def configure(self, schedule, seed, max_blocks):
         self.library.simt_configure(
             ctypes.c_int(SCHEDULES.index(schedule)), ctypes.c_ulonglong(seed), ctypes.c_uint(max_blocks)
         )
 
-    def _run(self, function, *args):
+    def _run(self, function, *args, buffers=()):
+        """Call a launch function of book_launch.cpp; `buffers` names its tensors (for the counter)."""
         error = ctypes.create_string_buffer(16384)
         fn = getattr(self.library, function)
         fn.restype = ctypes.c_int
-        if fn(*args, error, ctypes.c_uint64(len(error))) != 0:
-            raise RuntimeError(error.value.decode(errors="replace"))
+
+        def call():
+            if fn(*args, error, ctypes.c_uint64(len(error))) != 0:
+                raise RuntimeError(error.value.decode(errors="replace"))
+
+        if self.counter is None:
+            call()
+        else:
+            self.counter.run(buffers, call)
 
     @staticmethod
     def _check_triplet(anchor, positive, negative, t1, t2, beta, reduction):
@@ -129,7 +140,9 @@ class _BookLibrary:
         t1, t2, beta, reduction = self._check_triplet(anchor, positive, negative, t1, t2, beta, reduction)
         per_triplet = _poisoned_empty(anchor.size(0), like=anchor)
         self._run("simt_triplet_forward", *self._triplet_args(anchor, positive, negative, t1, t2, beta),
-                  ctypes.c_void_p(per_triplet.data_ptr()))
+                  ctypes.c_void_p(per_triplet.data_ptr()),
+                  buffers=[("anchor", anchor), ("positive", positive), ("negative", negative),
+                           ("loss", per_triplet)])
         _check_written(per_triplet, "triplet_forward_kernel", "the per-triplet losses")
         if reduction == "none":
             return per_triplet
@@ -157,7 +170,10 @@ class _BookLibrary:
         pointer = lambda t: ctypes.c_void_p(t.data_ptr() if t is not None else None)  # noqa: E731
         self._run("simt_triplet_backward", *self._triplet_args(anchor, positive, negative, t1, t2, beta),
                   ctypes.c_void_p(g.data_ptr()), ctypes.c_int(reduction == "none"),
-                  ctypes.c_double(scale), *(pointer(t) for t in grads))
+                  ctypes.c_double(scale), *(pointer(t) for t in grads),
+                  buffers=[("grad_output", g), ("anchor", anchor), ("positive", positive),
+                           ("negative", negative), ("grad_anchor", grads[0]),
+                           ("grad_positive", grads[1]), ("grad_negative", grads[2])])
         for t, name in zip(grads, ("grad_anchor", "grad_positive", "grad_negative")):
             if t is not None:
                 _check_written(t, "triplet_backward_kernel", name)
@@ -202,7 +218,8 @@ class _BookLibrary:
         if output.numel():
             self._run("simt_involution_forward", ctypes.c_int(_dtype_code(input.dtype)), s,
                       ctypes.c_void_p(input.data_ptr()), ctypes.c_void_p(weight.data_ptr()),
-                      ctypes.c_void_p(output.data_ptr()))
+                      ctypes.c_void_p(output.data_ptr()),
+                      buffers=[("input", input), ("weight", weight), ("output", output)])
         _check_written(output, "involution_forward_kernel", "the output")
         return output
 
@@ -220,13 +237,17 @@ class _BookLibrary:
             weight_c = weight.contiguous()
             grad_input = _poisoned_empty(*input.shape, like=input)
             self._run("simt_involution_grad_input", code, s, ctypes.c_void_p(grad_output.data_ptr()),
-                      ctypes.c_void_p(weight_c.data_ptr()), ctypes.c_void_p(grad_input.data_ptr()))
+                      ctypes.c_void_p(weight_c.data_ptr()), ctypes.c_void_p(grad_input.data_ptr()),
+                      buffers=[("grad_output", grad_output), ("weight", weight_c),
+                               ("grad_input", grad_input)])
             _check_written(grad_input, "involution_grad_input_kernel", "grad_input")
         if output_mask[1]:
             input_c = input.contiguous()
             grad_weight = _poisoned_empty(*weight.shape, like=input)
             self._run("simt_involution_grad_weight", code, s, ctypes.c_void_p(grad_output.data_ptr()),
-                      ctypes.c_void_p(input_c.data_ptr()), ctypes.c_void_p(grad_weight.data_ptr()))
+                      ctypes.c_void_p(input_c.data_ptr()), ctypes.c_void_p(grad_weight.data_ptr()),
+                      buffers=[("grad_output", grad_output), ("input", input_c),
+                               ("grad_weight", grad_weight)])
             _check_written(grad_weight, "involution_grad_weight_kernel", "grad_weight")
         return grad_input, grad_weight
 

@@ -30,15 +30,18 @@ from extending_pytorch.emulator.toolchain import (
     _write_if_changed,
     cuda_include_dir,
 )
-from extending_pytorch.emulator.worker import _settings, _worker
+from extending_pytorch.emulator.traffic import NativeCounter
+from extending_pytorch.emulator.worker import _settings, _worker, counting_mode
 from extending_pytorch.simt_rewrite import rewrite
 
 class _SourceLibrary:
     """A reader's kernels, built and loaded in the worker; launched through ctypes."""
 
-    def __init__(self, path: pathlib.Path, kernels: list[KernelSignature]):
+    def __init__(self, path: pathlib.Path, kernels: list[KernelSignature], mode: str):
         self.library = ctypes.CDLL(str(path))
         self.kernels = {k.name: k for k in kernels if k.bindable}
+        # In the counting build: counts each launch (emulator.traffic()).
+        self.counter = NativeCounter(self.library) if mode == "traffic" else None
 
     def configure(self, schedule, seed, max_blocks):
         self.library.simt_configure(
@@ -59,16 +62,18 @@ class _SourceLibrary:
         error = ctypes.create_string_buffer(16384)
         fn = getattr(self.library, f"simt_launch_{name}")
         fn.restype = ctypes.c_int
-        status = fn(
-            (ctypes.c_uint * 3)(*grid),
-            (ctypes.c_uint * 3)(*block),
-            ctypes.c_ulonglong(shared),
-            pointers,
-            error,
-            ctypes.c_ulonglong(len(error)),
-        )
-        if status != 0:
-            raise RuntimeError(error.value.decode(errors="replace"))
+
+        def call():
+            status = fn((ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block),
+                        ctypes.c_ulonglong(shared), pointers, error, ctypes.c_ulonglong(len(error)))
+            if status != 0:
+                raise RuntimeError(error.value.decode(errors="replace"))
+
+        if self.counter is None:
+            call()
+        else:
+            self.counter.run([(p.name, v) for p, v in zip(kernel.parameters, values) if p.pointer],
+                             call)
 
 
 def _source_library(mode: str, text: str, filename: str):
@@ -86,7 +91,7 @@ def _source_library(mode: str, text: str, filename: str):
     if pathlib.Path(filename).is_file():  # its quoted #includes are relative to it
         includes.insert(2, pathlib.Path(filename).parent)
     _load_extension(name, [source], mode, includes, directory, python_module=False)
-    return _SourceLibrary(directory / f"{name}.so", kernels)
+    return _SourceLibrary(directory / f"{name}.so", kernels, mode)
 
 
 class Kernel:
@@ -158,7 +163,7 @@ class Kernel:
         for _, tensor in checked:
             _poison_view(tensor).fill_(_poison_value(tensor))
         module = self._module
-        _, storages, originals = _worker(module.mode).call(
+        _, storages, originals = _worker(counting_mode(module.mode)).call(
             ("source", module.source, module.filename), "launch",
             _settings(module.schedule, module.seed, module.max_blocks),
             (self.signature.name, grid, block, shared, values), {}, module.timeout)
@@ -235,6 +240,6 @@ def load_source(source, *, mode="fast", name="kernel", schedule="forward", seed=
     cuda_include_dir()
     module = EmulatedModule(text, filename, mode, schedule, seed, max_blocks, timeout)
     # Build now (in the worker), so that errors come with the load.
-    _worker(mode).call(("source", text, filename), "configure",
+    _worker(counting_mode(mode)).call(("source", text, filename), "configure",
                        _settings(schedule, seed, max_blocks), (schedule, seed, max_blocks), {}, timeout)
     return module

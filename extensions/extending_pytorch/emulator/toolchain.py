@@ -15,6 +15,9 @@ import sys
 from extending_pytorch import build_flags
 
 MODES = ("fast", "memory", "races")
+# ... and the build of emulator.traffic(), the counter (fast mode's checks, and every
+# global-memory access counted): not a mode a call names, the counter chooses it.
+BUILD_MODES = (*MODES, "traffic")
 SCHEDULES = ("forward", "reverse", "random")
 
 SIMT_DIR = build_flags.CSRC / "simt"
@@ -178,6 +181,11 @@ def _check_mode(mode: str) -> None:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
 
 
+def _check_build_mode(mode: str) -> None:
+    if mode not in BUILD_MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+
+
 def _mode_flags(mode: str) -> tuple[list[str], list[str]]:
     """Compiler and linker flags of a build mode."""
     common = [
@@ -188,6 +196,15 @@ def _mode_flags(mode: str) -> tuple[list[str], list[str]]:
     ]
     if mode == "fast":
         return common + ["-O2"], []
+    if mode == "traffic":
+        # ThreadSanitizer's instrumentation (a call before each load and store), linked
+        # without its runtime: csrc/simt/traffic.h defines the calls (see traffic.py).
+        # -fno-tree-sra: a copy of a 16-byte struct (triplet.cu's Pack) stays one 16-byte
+        # access, as nvcc's vector load is one instruction; split, two 8-byte loads at two
+        # instructions would count each sector twice.
+        instrument = ["-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0",
+                      "-fno-tree-sra"]
+        return common + ["-O2", "-DSIMT_TRAFFIC", *instrument], []
     if mode == "memory":
         sanitize = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
         return common + ["-O1", "-g", "-fno-omit-frame-pointer", *sanitize], sanitize
@@ -205,7 +222,7 @@ _ASAN_FIBER_WARNING = re.compile(
 
 def _runtime_library(mode: str) -> str | None:
     """The sanitizer runtime a worker must preload, or None."""
-    if mode == "fast":
+    if mode in ("fast", "traffic"):
         return None
     name = "libasan.so" if mode == "memory" else "libtsan.so"
     found = subprocess.run(

@@ -15,9 +15,12 @@ import sys
 import tempfile
 import threading
 
+from extending_pytorch.emulator.traffic import active as _active_counter
+from extending_pytorch.emulator.traffic import add as _add_counts
 from extending_pytorch.emulator.toolchain import (
     _ASAN_FIBER_WARNING,
     SCHEDULES,
+    _check_build_mode,
     _check_mode,
     _sanitizer_env,
     cuda_include_dir,
@@ -120,6 +123,7 @@ def _serve(read_fd: int, write_fd: int, mode: str) -> None:
             request = _receive(read_fd)
         except EOFError:
             return
+        module = None
         try:
             target, function, settings, storages, args, kwargs = request
             if target not in targets:
@@ -137,10 +141,13 @@ def _serve(read_fd: int, write_fd: int, mode: str) -> None:
             result = getattr(module, function)(*args, **kwargs)
             out_storages, out_index = [], {}
             written = storages if target[0] == "source" else None
-            reply = ("ok", _pack(result, out_storages, out_index), out_storages, written)
+            counted = module.counter.take() if module.counter is not None else []
+            reply = ("ok", _pack(result, out_storages, out_index), out_storages, written, counted)
         except Exception as error:  # reported to the caller as it was raised
             kind = type(error).__name__ if type(error).__name__ in _RERAISED else "RuntimeError"
-            reply = ("error", (kind, str(error)), None, None)
+            if module is not None and module.counter is not None:
+                module.counter.take()  # a failed call's counts are not kept
+            reply = ("error", (kind, str(error)), None, None, None)
         libc.fflush(None)
         sys.stdout.flush()
         sys.stderr.flush()
@@ -233,10 +240,12 @@ class _Worker:
                     + _tail(report)
                 ) from None
             self._forward_output()
-            status, result, out_storages, in_storages = reply
+            status, result, out_storages, in_storages, counted = reply
             if status == "error":
                 kind, message = result
                 raise _RERAISED[kind](message)
+            if counted:
+                _add_counts(counted)
             return _unpack(result, out_storages), in_storages, originals
 
 
@@ -249,7 +258,7 @@ _workers: dict[str, _Worker] = {}
 
 
 def _worker(mode: str) -> _Worker:
-    _check_mode(mode)
+    _check_build_mode(mode)
     if mode not in _workers:
         _workers[mode] = _Worker(mode)
     return _workers[mode]
@@ -273,9 +282,21 @@ def _settings(schedule: str, seed: int, max_blocks: int):
     return (schedule, seed, max_blocks)
 
 
+def counting_mode(mode: str) -> str:
+    """The build a call runs in: `mode`, or the counter's inside emulator.traffic()."""
+    _check_mode(mode)
+    if _active_counter() is None:
+        return mode
+    if mode != "fast":
+        raise ValueError(
+            "emulator.traffic() counts in a build of its own, with fast mode's checks: call with "
+            f"mode='fast' (the default) inside it, got mode={mode!r}")
+    return "traffic"
+
+
 def _call(target, function, args, kwargs=None, *, mode, schedule, seed, max_blocks, timeout):
     cuda_include_dir()  # fails early, with the reason, where the headers are missing
-    result, _, _ = _worker(mode).call(
+    result, _, _ = _worker(counting_mode(mode)).call(
         target, function, _settings(schedule, seed, max_blocks), args, kwargs or {}, timeout
     )
     return result
