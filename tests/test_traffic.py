@@ -239,3 +239,60 @@ def test_triton_hook_is_removed_after_the_block_also_on_an_error():
     with emulator.traffic() as t:
         triton_ops.triplet_hinge_loss(a, p, n, **HYPER)
     assert [x.kernel for x in t.launches] == ["_forward_kernel"]
+
+
+def _add_one_kernel():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def add_one(x_ptr, y_ptr, n, BLOCK: tl.constexpr = 64):
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = i < n
+        tl.store(y_ptr + i, tl.load(x_ptr + i, mask=mask) + 1, mask=mask)
+
+    return add_one
+
+
+@pytest.mark.skipif(not triton_ops.INTERPRETED, reason="counts the interpreter's loads and stores")
+def test_triton_launch_options_defaults_and_overlapping_arguments():
+    import triton
+
+    add_one = _add_one_kernel()
+    x = torch.arange(100, dtype=torch.float32)
+    y = torch.empty(100)
+    empty = torch.empty(0)
+    with emulator.traffic() as t:
+        # A launch option (num_warps) that is not a parameter, and a grid reading a defaulted constexpr.
+        add_one[lambda meta: (triton.cdiv(100, meta["BLOCK"]),)](x, y, 100, num_warps=4)
+        add_one[(1,)](x, x, 64)  # in place: the two arguments are one tensor
+        add_one[(1,)](empty, y, 0)
+    assert torch.equal(y, torch.arange(100, dtype=torch.float32) + 1)
+    first, in_place, nothing = t.launches
+    assert first.grid == (2, 1, 1)
+    assert first.buffer("x_ptr").bytes_read == 400 and first.buffer("y_ptr").bytes_written == 400
+    # An address counts once, for the first argument that holds it.
+    assert in_place.buffer("x_ptr").bytes_read == 256 and in_place.buffer("x_ptr").bytes_written == 256
+    assert in_place.buffer("y_ptr").bytes_read == in_place.buffer("y_ptr").bytes_written == 0
+    assert nothing.buffer("x_ptr").nbytes == 0 and nothing.bytes_read == nothing.bytes_written == 0
+
+
+def test_a_counter_that_fails_to_start_leaves_nothing_active(monkeypatch):
+    from extending_pytorch.emulator import traffic as counter_module  # the function (the package's name)
+    from extending_pytorch.emulator.traffic import _TritonHook, active
+
+    def broken():
+        raise RuntimeError("no hook")
+
+    monkeypatch.setattr(_TritonHook, "install", broken)
+    with pytest.raises(RuntimeError, match="no hook"):
+        with counter_module():
+            pass
+    assert active() is None
+
+
+def test_empty_tensor_arguments_are_listed_with_zero_bytes():
+    x = torch.empty(0)
+    with emulator.traffic() as t:
+        _kernels().copy[1, 32](x, torch.empty(0), 0)
+    assert t.launches[0].buffer("x").nbytes == 0 and t.launches[0].bytes_read == 0

@@ -301,5 +301,43 @@ WRONG_ANSWERS = {
             AssertionError,
             r"byte budget: the kernel reads 23680 bytes of a, 32 times its 740",
         ),
+        (
+            "one thread per row (its lane 0), looping over the row: each element read once, uncoalesced",
+            'squared_distance_source = r"""\n'
+            "__global__ void squared_distance(const float* a, const float* p, float* out, int rows, int dim) {\n"
+            "  const int lane = threadIdx.x % 32;\n"
+            "  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;\n"
+            "  if (row >= rows || lane != 0) return;\n"
+            "  float sum = 0;\n"
+            "  for (int j = 0; j < dim; ++j) {\n"
+            "    const float d = a[row * dim + j] - p[row * dim + j];\n"
+            "    sum += d * d;\n"
+            "  }\n"
+            "  out[row] = sum;\n"
+            "}\n"
+            '"""\n',
+            AssertionError,
+            r"coalescing: the reads of a touch 185 32-byte sectors, more than the 32",
+        ),
+        (
+            "each lane takes a contiguous chunk of columns: each element read once, neighbours a chunk apart",
+            'squared_distance_source = r"""\n'
+            "__global__ void squared_distance(const float* a, const float* p, float* out, int rows, int dim) {\n"
+            "  const int lane = threadIdx.x % 32;\n"
+            "  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;\n"
+            "  if (row >= rows) return;\n"
+            "  const int chunk = (dim + 31) / 32;\n"
+            "  float sum = 0;\n"
+            "  for (int j = lane * chunk; j < (lane + 1) * chunk && j < dim; ++j) {\n"
+            "    const float d = a[row * dim + j] - p[row * dim + j];\n"
+            "    sum += d * d;\n"
+            "  }\n"
+            "  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);\n"
+            "  if (lane == 0) out[row] = sum;\n"
+            "}\n"
+            '"""\n',
+            AssertionError,
+            r"coalescing: the reads of a touch \d+ 32-byte sectors, more than the 32",
+        ),
     ],
 }

@@ -106,24 +106,24 @@ inline void on_launch(const char* kernel, dim3 grid, dim3 block) {
 
 #define SIMT_TRAFFIC_HOOK extern "C" __attribute__((weak, used, no_sanitize_thread, noinline))
 
-#define SIMT_TRAFFIC_ACCESS(N)                                                              \
-  SIMT_TRAFFIC_HOOK void __tsan_read##N(void* p) {                                          \
-    ::simt::traffic::record(p, N, 0, __builtin_return_address(0));                         \
-  }                                                                                         \
-  SIMT_TRAFFIC_HOOK void __tsan_write##N(void* p) {                                         \
-    ::simt::traffic::record(p, N, 1, __builtin_return_address(0));                         \
-  }                                                                                         \
-  SIMT_TRAFFIC_HOOK void __tsan_unaligned_read##N(void* p) {                                \
-    ::simt::traffic::record(p, N, 0, __builtin_return_address(0));                         \
-  }                                                                                         \
-  SIMT_TRAFFIC_HOOK void __tsan_unaligned_write##N(void* p) {                               \
-    ::simt::traffic::record(p, N, 1, __builtin_return_address(0));                         \
-  }                                                                                         \
-  SIMT_TRAFFIC_HOOK void __tsan_volatile_read##N(void* p) {                                 \
-    ::simt::traffic::record(p, N, 0, __builtin_return_address(0));                         \
-  }                                                                                         \
-  SIMT_TRAFFIC_HOOK void __tsan_volatile_write##N(void* p) {                                \
-    ::simt::traffic::record(p, N, 1, __builtin_return_address(0));                         \
+#define SIMT_TRAFFIC_ACCESS(N)                                                                      \
+  SIMT_TRAFFIC_HOOK void __tsan_read##N(void* p) {                                                  \
+    ::simt::traffic::record(p, N, 0, __builtin_return_address(0));                                  \
+  }                                                                                                 \
+  SIMT_TRAFFIC_HOOK void __tsan_write##N(void* p) {                                                 \
+    ::simt::traffic::record(p, N, 1, __builtin_return_address(0));                                  \
+  }                                                                                                 \
+  SIMT_TRAFFIC_HOOK void __tsan_unaligned_read##N(void* p) {                                        \
+    ::simt::traffic::record(p, N, 0, __builtin_return_address(0));                                  \
+  }                                                                                                 \
+  SIMT_TRAFFIC_HOOK void __tsan_unaligned_write##N(void* p) {                                       \
+    ::simt::traffic::record(p, N, 1, __builtin_return_address(0));                                  \
+  }                                                                                                 \
+  SIMT_TRAFFIC_HOOK void __tsan_volatile_read##N(void* p) {                                         \
+    ::simt::traffic::record(p, N, 0, __builtin_return_address(0));                                  \
+  }                                                                                                 \
+  SIMT_TRAFFIC_HOOK void __tsan_volatile_write##N(void* p) {                                        \
+    ::simt::traffic::record(p, N, 1, __builtin_return_address(0));                                  \
   }
 SIMT_TRAFFIC_ACCESS(1)
 SIMT_TRAFFIC_ACCESS(2)
@@ -146,42 +146,44 @@ SIMT_TRAFFIC_HOOK void __tsan_vptr_read(void**) {}
 SIMT_TRAFFIC_HOOK void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 SIMT_TRAFFIC_HOOK void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
 
-// Atomics: done (sequentially consistent: one OS thread runs every fiber) and counted.
-#define SIMT_TRAFFIC_ATOMIC(N, T)                                                                 \
-  SIMT_TRAFFIC_HOOK T __tsan_atomic##N##_load(const volatile T* a, int) {                         \
-    ::simt::traffic::record(const_cast<const T*>(a), N / 8, 0, __builtin_return_address(0));     \
-    return __atomic_load_n(a, __ATOMIC_SEQ_CST);                                                  \
-  }                                                                                               \
-  SIMT_TRAFFIC_HOOK void __tsan_atomic##N##_store(volatile T* a, T v, int) {                      \
-    ::simt::traffic::record(const_cast<const T*>(a), N / 8, 1, __builtin_return_address(0));     \
-    __atomic_store_n(a, v, __ATOMIC_SEQ_CST);                                                     \
-  }                                                                                               \
-  SIMT_TRAFFIC_ATOMIC_RMW(N, T, exchange, __atomic_exchange_n)                                                         \
-  SIMT_TRAFFIC_ATOMIC_RMW(N, T, fetch_add, __atomic_fetch_add)                                                        \
-  SIMT_TRAFFIC_ATOMIC_RMW(N, T, fetch_sub, __atomic_fetch_sub)                                                        \
-  SIMT_TRAFFIC_ATOMIC_RMW(N, T, fetch_and, __atomic_fetch_and)                                                        \
-  SIMT_TRAFFIC_ATOMIC_RMW(N, T, fetch_or, __atomic_fetch_or)                                                         \
-  SIMT_TRAFFIC_ATOMIC_RMW(N, T, fetch_xor, __atomic_fetch_xor)                                                        \
-  SIMT_TRAFFIC_ATOMIC_RMW(N, T, fetch_nand, __atomic_fetch_nand)                                                       \
-  SIMT_TRAFFIC_HOOK int __tsan_atomic##N##_compare_exchange_strong(volatile T* a, T* c, T v, int, \
-                                                                   int) {                         \
-    ::simt::traffic::record(const_cast<const T*>(a), N / 8, 2, __builtin_return_address(0));     \
-    return __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);       \
-  }                                                                                               \
-  SIMT_TRAFFIC_HOOK int __tsan_atomic##N##_compare_exchange_weak(volatile T* a, T* c, T v, int,   \
-                                                                 int) {                           \
-    ::simt::traffic::record(const_cast<const T*>(a), N / 8, 2, __builtin_return_address(0));     \
-    return __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);       \
-  }                                                                                               \
-  SIMT_TRAFFIC_HOOK T __tsan_atomic##N##_compare_exchange_val(volatile T* a, T c, T v, int, int) { \
-    ::simt::traffic::record(const_cast<const T*>(a), N / 8, 2, __builtin_return_address(0));     \
-    __atomic_compare_exchange_n(a, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);             \
-    return c;                                                                                     \
+// Atomics: done (sequentially consistent: one OS thread runs every fiber) and counted as a
+// read and a write. A weak compare-and-swap is done as a strong one (allowed: weak may fail
+// spuriously, it need not).
+#define SIMT_TRAFFIC_ATOMIC_RMW(N, T, op, builtin)                                                  \
+  SIMT_TRAFFIC_HOOK T __tsan_atomic##N##_##op(volatile T* a, T v, int) {                            \
+    ::simt::traffic::record(const_cast<const T*>(a), N / 8, 2, __builtin_return_address(0));        \
+    return builtin(a, v, __ATOMIC_SEQ_CST);                                                         \
   }
-#define SIMT_TRAFFIC_ATOMIC_RMW(N, T, op, builtin)                                                     \
-  SIMT_TRAFFIC_HOOK T __tsan_atomic##N##_##op(volatile T* a, T v, int) {                      \
-    ::simt::traffic::record(const_cast<const T*>(a), N / 8, 2, __builtin_return_address(0)); \
-    return builtin(a, v, __ATOMIC_SEQ_CST);                                                   \
+#define SIMT_TRAFFIC_ATOMIC(N, T)                                                                   \
+  SIMT_TRAFFIC_HOOK T __tsan_atomic##N##_load(const volatile T* a, int) {                           \
+    ::simt::traffic::record(const_cast<const T*>(a), N / 8, 0, __builtin_return_address(0));        \
+    return __atomic_load_n(a, __ATOMIC_SEQ_CST);                                                    \
+  }                                                                                                 \
+  SIMT_TRAFFIC_HOOK void __tsan_atomic##N##_store(volatile T* a, T v, int) {                        \
+    ::simt::traffic::record(const_cast<const T*>(a), N / 8, 1, __builtin_return_address(0));        \
+    __atomic_store_n(a, v, __ATOMIC_SEQ_CST);                                                       \
+  }                                                                                                 \
+  SIMT_TRAFFIC_ATOMIC_RMW(N, T, exchange, __atomic_exchange_n)                                      \
+  SIMT_TRAFFIC_ATOMIC_RMW(N, T, fetch_add, __atomic_fetch_add)                                      \
+  SIMT_TRAFFIC_ATOMIC_RMW(N, T, fetch_sub, __atomic_fetch_sub)                                      \
+  SIMT_TRAFFIC_ATOMIC_RMW(N, T, fetch_and, __atomic_fetch_and)                                      \
+  SIMT_TRAFFIC_ATOMIC_RMW(N, T, fetch_or, __atomic_fetch_or)                                        \
+  SIMT_TRAFFIC_ATOMIC_RMW(N, T, fetch_xor, __atomic_fetch_xor)                                      \
+  SIMT_TRAFFIC_ATOMIC_RMW(N, T, fetch_nand, __atomic_fetch_nand)                                    \
+  SIMT_TRAFFIC_HOOK int __tsan_atomic##N##_compare_exchange_strong(volatile T* a, T* c, T v, int,   \
+                                                                   int) {                           \
+    ::simt::traffic::record(const_cast<const T*>(a), N / 8, 2, __builtin_return_address(0));        \
+    return __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);         \
+  }                                                                                                 \
+  SIMT_TRAFFIC_HOOK int __tsan_atomic##N##_compare_exchange_weak(volatile T* a, T* c, T v, int,     \
+                                                                 int) {                             \
+    ::simt::traffic::record(const_cast<const T*>(a), N / 8, 2, __builtin_return_address(0));        \
+    return __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);         \
+  }                                                                                                 \
+  SIMT_TRAFFIC_HOOK T __tsan_atomic##N##_compare_exchange_val(volatile T* a, T c, T v, int, int) {  \
+    ::simt::traffic::record(const_cast<const T*>(a), N / 8, 2, __builtin_return_address(0));        \
+    __atomic_compare_exchange_n(a, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);               \
+    return c;                                                                                       \
   }
 SIMT_TRAFFIC_ATOMIC(8, int8_t)
 SIMT_TRAFFIC_ATOMIC(16, int16_t)

@@ -27,7 +27,14 @@ row): 32. A Triton load is one group per program. Caches are not modelled:
 instructions, which for rows of a few KiB streamed once is what Nsight
 Compute's DRAM counters show.
 
-Shared-memory bank conflicts are not counted (yet).
+Not counted: shared-memory bank conflicts; accesses a CUDA kernel makes through
+memcpy or memset (library calls, which ThreadSanitizer's runtime would have
+seen: a copy of a struct, ``Big b = x[i];``, is counted); Triton's atomics
+(the interpreter does them outside its loads and stores); Triton kernels
+compiled for a GPU (Nsight Compute measures those). Where two tensor
+arguments overlap, an access counts for the first one named. The counter is
+one per process: while a block is open, emulated calls from other Python
+threads are counted too.
 """
 
 from __future__ import annotations
@@ -69,7 +76,9 @@ class LaunchTraffic:
     grid: tuple
     block: tuple
     buffers: tuple  # of BufferTraffic, in the kernel's argument order
-    requests_read: int = 0  # warp-wide (CUDA) or program-wide (Triton) loads
+    # Loads and stores: warp-wide ones (CUDA; one per instruction and tensor it reaches) or
+    # program-wide ones (Triton).
+    requests_read: int = 0
     requests_written: int = 0
 
     @property
@@ -186,16 +195,16 @@ def traffic():
         t.bytes_read, t.kernels["triplet_forward_kernel"].buffer("anchor").bytes_read
     """
     counter = Traffic()
+    triton_hook = _TritonHook.install()  # first: if it fails, nothing is left active
     with _lock:
         _active.append(counter)
-    triton_hook = _TritonHook.install()
     try:
         yield counter
     finally:
-        if triton_hook is not None:
-            triton_hook.remove()
         with _lock:
             _active.remove(counter)
+        if triton_hook is not None:
+            triton_hook.remove()
 
 
 # ---- From records to counts (CUDA: in the worker) -------------------------------------------
@@ -291,8 +300,8 @@ class NativeCounter:
         """call() with [(name, tensor or None)] registered; keeps its launches' counts."""
         import numpy as np
 
-        named = [(name, t) for name, t in buffers if t is not None and t.numel() > 0]
-        begins, ends = zip(*(extent(t) for _, t in named)) if named else ((), ())
+        named = [(name, t) for name, t in buffers if t is not None]
+        begins, ends = zip(*(extent(t) for _, t in named)) if named else ((), ())  # empty: [p, p)
         n = len(named)
         if self.library.simt_traffic_begin(ctypes.c_int(n), (ctypes.c_uint64 * max(n, 1))(*begins),
                                            (ctypes.c_uint64 * max(n, 1))(*ends)) != 0:
@@ -351,7 +360,7 @@ class _TritonHook:
             if not callable(getattr(owner, name, None)):
                 raise RuntimeError(f"this Triton's interpreter has no {name}: the traffic counter "
                                    "cannot count Triton kernels here")
-        self.launch = None  # [kernel, grid, names, ranges, per-buffer counts, requests]
+        self.launch = None  # while a launch runs: its tensors' ranges and what they counted
         self.original_load = builder.create_masked_load
         self.original_store = builder.create_masked_store
         self.original_call = executor.__call__
@@ -387,17 +396,18 @@ class _TritonHook:
 
         import torch
 
-        bound = inspect.signature(executor.fn).bind_partial(*args, **kwargs)
+        # The arguments as the kernel sees them: GridExecutor drops the launch options
+        # (num_warps=..., an autotuner's config) that are not parameters of the kernel.
+        parameters = inspect.signature(executor.fn).parameters
+        bound = inspect.signature(executor.fn).bind_partial(
+            *args, **{k: v for k, v in kwargs.items() if k in parameters})
         names, ranges, sizes = [], [], []
         for name, value in bound.arguments.items():
-            if isinstance(value, torch.Tensor) and value.numel() > 0:
+            if isinstance(value, torch.Tensor):
                 names.append(name)
                 ranges.append(extent(value))
                 sizes.append(value.numel() * value.element_size())
-        grid = executor.grid
-        outer, self.launch = self.launch, {
-            "names": names, "ranges": ranges, "counts": {}, "requests": [0, 0],
-            "kernel": executor.fn.__name__, "grid": grid}
+        outer, self.launch = self.launch, {"ranges": ranges, "counts": {}, "requests": [0, 0]}
         try:
             result = self.original_call(executor, *args, **kwargs)
             launch = self.launch
@@ -406,9 +416,8 @@ class _TritonHook:
                 read = launch["counts"].get((j, False), [0, 0])
                 written = launch["counts"].get((j, True), [0, 0])
                 buffers.append(BufferTraffic(name, sizes[j], read[0], written[0], read[1], written[1]))
-            grid_value = grid(bound.arguments) if callable(grid) else grid
-            grid_value = tuple(grid_value) + (1,) * (3 - len(tuple(grid_value)))
-            add([LaunchTraffic(executor.fn.__name__, "Triton (interpreted)", grid_value, (),
+            grid = tuple(self.interpreter.interpreter_builder.grid_dim)  # as the launch ran it
+            add([LaunchTraffic(executor.fn.__name__, "Triton (interpreted)", grid, (),
                                tuple(buffers), *launch["requests"])])
             return result
         finally:
@@ -428,12 +437,17 @@ class _TritonHook:
         if addresses.size == 0:
             return
         element = np.dtype(self.interpreter._get_np_dtype(ptrs.get_element_ty())).itemsize
-        launch["requests"][int(write)] += 1
+        counted = np.zeros(addresses.shape, dtype=bool)
         for j, (begin, end) in enumerate(launch["ranges"]):
-            inside = addresses[(addresses >= begin) & (addresses < end)]
-            if inside.size == 0:
+            # The first tensor whose elements hold an address counts it (as on the CUDA side).
+            inside = (addresses >= begin) & (addresses < end) & ~counted
+            if not inside.any():
                 continue
-            sectors = np.unique(np.concatenate([inside // SECTOR, (inside + element - 1) // SECTOR]))
+            counted |= inside
+            chosen = addresses[inside]
+            sectors = np.unique(np.concatenate([chosen // SECTOR, (chosen + element - 1) // SECTOR]))
             entry = launch["counts"].setdefault((j, write), [0, 0])
-            entry[0] += int(inside.size) * element
+            entry[0] += int(chosen.size) * element
             entry[1] += int(sectors.size)
+        if counted.any():
+            launch["requests"][int(write)] += 1
