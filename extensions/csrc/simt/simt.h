@@ -36,6 +36,13 @@
 // bytes of global memory a kernel moves.
 #pragma once
 
+// <memory> before anything defines __noinline__ (CUDA's headers, and the
+// specifiers below): libstdc++ spells the attribute __attribute__((__noinline__)),
+// which that macro would break. Its include guard then makes a kernel's own
+// #include <memory> a no-op. (The emulator's builds also pass -include memory,
+// for sources that include CUDA's headers before this one.)
+#include <memory>
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <signal.h>
@@ -894,6 +901,35 @@ T from_bits(unsigned short bits) {
   return value;
 }
 
+// A number from Python for a kernel parameter whose type only the compiler knows (a
+// typedef such as `uint`, an enum, a template argument): the launch glue converts it to
+// the parameter's type, and refuses a type that is not a number.
+struct Number {
+  double real;              // the value, if it came as a float
+  unsigned long long bits;  // the value modulo 2^64, if it came as an int
+  int is_real;
+};
+
+template <typename T>
+T from_number(const Number& n, const char* kernel, const char* parameter, const char* type) {
+  const auto refuse = [&](const char* why) {
+    return Error(std::string("simt: ") + kernel + ": parameter " + parameter + " (" + type +
+                 ") " + why);
+  };
+  if constexpr (std::is_integral_v<T> || std::is_enum_v<T>) {
+    if (n.is_real) throw refuse("is an integer type; got a float from Python");
+    return static_cast<T>(n.bits);
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return static_cast<T>(n.is_real ? n.real : static_cast<double>(static_cast<long long>(n.bits)));
+  } else if constexpr (std::is_constructible_v<T, float> && !std::is_aggregate_v<T>) {  // __half
+    return T(static_cast<float>(n.is_real ? n.real : static_cast<double>(static_cast<long long>(n.bits))));
+  } else {
+    throw refuse(
+        "is not a number: from Python the emulator passes numbers and tensors (pointers); "
+        "launch this kernel from a C++ host function of the source instead");
+  }
+}
+
 template <typename T>
 T* shared_memory(const void* key, size_t size, size_t alignment,
                  const std::source_location& site) {
@@ -1222,6 +1258,23 @@ inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 // ---- Device functions that have a plain host meaning -----------------------------
 template <typename T>
 inline T __ldg(const T* p) { return *p; }
+// Loads and stores with a cache hint: the hint means nothing on a CPU.
+#define SIMT_HINTED_LOAD(name) \
+  template <typename T>        \
+  inline T name(const T* p) {  \
+    return *p;                 \
+  }
+#define SIMT_HINTED_STORE(name)          \
+  template <typename T>                  \
+  inline void name(T* p, T value) {      \
+    *p = value;                          \
+  }
+SIMT_HINTED_LOAD(__ldcg) SIMT_HINTED_LOAD(__ldca) SIMT_HINTED_LOAD(__ldcs)
+SIMT_HINTED_LOAD(__ldlu) SIMT_HINTED_LOAD(__ldcv)
+SIMT_HINTED_STORE(__stwb) SIMT_HINTED_STORE(__stcg) SIMT_HINTED_STORE(__stcs)
+SIMT_HINTED_STORE(__stwt)
+#undef SIMT_HINTED_LOAD
+#undef SIMT_HINTED_STORE
 inline float __fdividef(float a, float b) { return a / b; }
 inline float __expf(float x) { return std::exp(x); }
 inline float __logf(float x) { return std::log(x); }
@@ -1250,10 +1303,41 @@ inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
 inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
 inline long long min(long long a, long long b) { return a < b ? a : b; }
 inline long long max(long long a, long long b) { return a > b ? a : b; }
+// Mixed signedness, as CUDA's math_functions.hpp has them: compared as unsigned.
+inline unsigned min(int a, unsigned b) { return min(static_cast<unsigned>(a), b); }
+inline unsigned min(unsigned a, int b) { return min(a, static_cast<unsigned>(b)); }
+inline unsigned max(int a, unsigned b) { return max(static_cast<unsigned>(a), b); }
+inline unsigned max(unsigned a, int b) { return max(a, static_cast<unsigned>(b)); }
+inline long min(long a, long b) { return a < b ? a : b; }
+inline long max(long a, long b) { return a > b ? a : b; }
+inline unsigned long min(unsigned long a, unsigned long b) { return a < b ? a : b; }
+inline unsigned long max(unsigned long a, unsigned long b) { return a > b ? a : b; }
+inline unsigned long min(long a, unsigned long b) { return min(static_cast<unsigned long>(a), b); }
+inline unsigned long min(unsigned long a, long b) { return min(a, static_cast<unsigned long>(b)); }
+inline unsigned long max(long a, unsigned long b) { return max(static_cast<unsigned long>(a), b); }
+inline unsigned long max(unsigned long a, long b) { return max(a, static_cast<unsigned long>(b)); }
+inline unsigned long long min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
+inline unsigned long long max(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
+inline unsigned long long min(long long a, unsigned long long b) {
+  return min(static_cast<unsigned long long>(a), b);
+}
+inline unsigned long long min(unsigned long long a, long long b) {
+  return min(a, static_cast<unsigned long long>(b));
+}
+inline unsigned long long max(long long a, unsigned long long b) {
+  return max(static_cast<unsigned long long>(a), b);
+}
+inline unsigned long long max(unsigned long long a, long long b) {
+  return max(a, static_cast<unsigned long long>(b));
+}
 inline float min(float a, float b) { return std::fmin(a, b); }
 inline float max(float a, float b) { return std::fmax(a, b); }
 inline double min(double a, double b) { return std::fmin(a, b); }
 inline double max(double a, double b) { return std::fmax(a, b); }
+inline double min(float a, double b) { return std::fmin(static_cast<double>(a), b); }
+inline double min(double a, float b) { return std::fmin(a, static_cast<double>(b)); }
+inline double max(float a, double b) { return std::fmax(static_cast<double>(a), b); }
+inline double max(double a, float b) { return std::fmax(a, static_cast<double>(b)); }
 
 // ---- Runtime API functions (declared by cuda_runtime_api.h) -----------------------
 // One device, one stream: every launch runs to completion before it returns.

@@ -74,8 +74,8 @@ from extending_pytorch.emulator.book import (
     triplet_forward,
     triplet_hinge_loss,
 )
-from extending_pytorch.emulator.signatures import KernelSignature, Parameter, parse_kernels
-from extending_pytorch.emulator.source import EmulatedModule, Kernel, load_source
+from extending_pytorch.emulator.signatures import Binding, KernelSignature, Parameter, parse_kernels
+from extending_pytorch.emulator.source import EmulatedModule, Kernel, TemplateKernel, load_source
 from extending_pytorch.emulator.toolchain import (
     BUILD_ROOT,
     CSRC_ENV,
@@ -99,8 +99,10 @@ __all__ = [
     "cuda_include_dir",
     "cuda_include_description",
     "load_source",
+    "Binding",
     "EmulatedModule",
     "Kernel",
+    "TemplateKernel",
     "parse_kernels",
     "triplet_hinge_loss",
     "triplet_forward",

@@ -1,5 +1,6 @@
 """The __global__ functions of a CUDA source: their signatures (parse_kernels),
-which of them Python can launch, and the extern "C" launch glue built for those."""
+the namespaces they live in and the template parameters they take, and the
+extern "C" launch glue built for the ones Python launches (Binding)."""
 
 from __future__ import annotations
 
@@ -95,22 +96,115 @@ class Parameter:
         self.const = bool(re.match(r"^const\b", type_))
         base = re.sub(r"\b(const|volatile)\b|\*|&", " ", type_)
         self.base = " ".join(base.split())
-        self.supported = self.pointer or self.base in _SCALARS
+        # A scalar whose type the emulator knows (int, float, ...) is passed as that C++
+        # type; any other (a typedef such as `uint`, an enum, a template parameter's
+        # argument) as a number the launch glue converts to the parameter's type, which
+        # fails at launch, naming the parameter, where the type is not a number.
+        self.known = self.pointer or self.base in _SCALARS
+
+    def substituted(self, arguments: dict[str, str], index: int) -> "Parameter":
+        """This parameter with template parameters' names replaced by their arguments."""
+        type_ = self.type
+        for name, argument in arguments.items():
+            type_ = re.sub(rf"\b{re.escape(name)}\b", argument, type_)
+        return Parameter(f"{type_} {self.name}", index)
 
     def __repr__(self):
         return f"{self.type} {self.name}"
 
 
 class KernelSignature:
-    def __init__(self, name: str, parameters: list[Parameter], line: int, template: bool):
-        self.name, self.parameters, self.line, self.template = name, parameters, line, template
+    """A __global__ function: its name, the named namespaces around it ("a::b", or ""),
+    its parameters, the line of its __global__, and its template parameters' names
+    (empty for a kernel that is not a template)."""
+
+    def __init__(self, name: str, parameters: list[Parameter], line: int,
+                 template_parameters: list[str] | None = None, namespace: str = ""):
+        self.name, self.parameters, self.line = name, parameters, line
+        self.template_parameters = list(template_parameters or [])
+        self.namespace = namespace
+
+    @property
+    def template(self) -> bool:
+        return bool(self.template_parameters)
+
+    @property
+    def qualified(self) -> str:
+        """The name C++ code outside every namespace calls it by."""
+        return f"{self.namespace}::{self.name}" if self.namespace else self.name
 
     @property
     def bindable(self) -> bool:
-        return not self.template and all(p.supported for p in self.parameters)
+        """Launchable from Python as it is (a template needs its arguments first)."""
+        return not self.template
 
     def __repr__(self):
-        return f"__global__ void {self.name}({', '.join(map(repr, self.parameters))})"
+        template = f"template <{', '.join(self.template_parameters)}> " if self.template else ""
+        return f"{template}__global__ void {self.qualified}({', '.join(map(repr, self.parameters))})"
+
+
+def template_arguments(arguments) -> tuple[str, ...]:
+    """C++ spellings of template arguments given from Python: strings ("float",
+    "4 * 64"), ints, bools and torch dtypes (torch.float32 -> "float")."""
+    import torch
+
+    dtypes = {torch.float32: "float", torch.float64: "double", torch.float16: "__half",
+              torch.bfloat16: "__nv_bfloat16", torch.int32: "int", torch.int64: "long long",
+              torch.int16: "short", torch.int8: "signed char", torch.uint8: "unsigned char",
+              torch.bool: "bool"}
+    if not isinstance(arguments, tuple):
+        arguments = (arguments,)
+    spelled = []
+    for argument in arguments:
+        if isinstance(argument, bool):
+            spelled.append("true" if argument else "false")
+        elif isinstance(argument, int):
+            spelled.append(str(argument))
+        elif isinstance(argument, torch.dtype) and argument in dtypes:
+            spelled.append(dtypes[argument])
+        elif isinstance(argument, str) and argument.strip():
+            spelled.append(" ".join(argument.split()))
+        else:
+            raise TypeError(
+                "template arguments are C++ spellings (\"float\", \"float4\"), ints, bools or "
+                f"torch dtypes, got {argument!r}")
+    return tuple(spelled)
+
+
+def parse_instantiation(text: str) -> tuple[str, tuple[str, ...]]:
+    """"ns::kernel<float, 256>" -> ("ns::kernel", ("float", "256"))."""
+    m = re.fullmatch(r"\s*([A-Za-z_][\w:]*)\s*<(.*)>\s*", text, re.S)
+    if not m:
+        raise ValueError(f"instantiate: expected 'kernel<arguments>', got {text!r}")
+    return m.group(1), template_arguments(tuple(_split_top_level(m.group(2))))
+
+
+class Binding:
+    """One entry Python launches: a kernel, or one instantiation of a template kernel,
+    with its parameters' types as the instantiation makes them."""
+
+    def __init__(self, kernel: KernelSignature, arguments: tuple[str, ...] = ()):
+        if len(arguments) > len(kernel.template_parameters):
+            raise TypeError(f"{kernel.qualified} takes {len(kernel.template_parameters)} template "
+                            f"arguments ({', '.join(kernel.template_parameters) or 'none'}), got "
+                            f"{len(arguments)}: <{', '.join(arguments)}>")
+        self.kernel, self.arguments = kernel, tuple(arguments)
+        given = dict(zip(kernel.template_parameters, arguments))
+        self.parameters = [p.substituted(given, i) for i, p in enumerate(kernel.parameters)]
+        missing = [name for name in kernel.template_parameters[len(arguments):]
+                   if any(re.search(rf"\b{re.escape(name)}\b", p.type) for p in self.parameters)]
+        if missing:
+            raise TypeError(f"{kernel.qualified}<{', '.join(arguments)}>: give the template "
+                            f"arguments the parameters use too ({', '.join(missing)})")
+
+    @property
+    def key(self) -> str:
+        """How Python names it: "kernel", or "kernel<float, 256>"."""
+        name = self.kernel.qualified
+        return f"{name}<{', '.join(self.arguments)}>" if self.kernel.template else name
+
+    def __repr__(self):
+        return f"__global__ void {self.key}({', '.join(map(repr, self.parameters))})"
 
 
 def _split_top_level(text: str) -> list[str]:
@@ -172,19 +266,58 @@ def parse_kernels(text: str) -> list[KernelSignature]:
         if not after.startswith("{") and not after.startswith("__"):
             if not after.startswith("{"):
                 continue  # a declaration without body
-        statement_start = max(mask.rfind(c, 0, m.start()) for c in ";}") + 1
-        template = re.search(r"\btemplate\b", mask[statement_start : m.start()]) is not None
+        statement_start = max(mask.rfind(c, 0, m.start()) for c in ";{}") + 1
+        namespace = _namespace_at(mask, m.start())
         name = name_match.group(1)
-        if name in seen:
+        qualified = f"{namespace}::{name}" if namespace else name
+        if qualified in seen:
             continue
-        seen.add(name)
+        seen.add(qualified)
         params = [Parameter(p, k) for k, p in enumerate(_split_top_level(text[open_paren + 1 : i]))]
-        kernels.append(KernelSignature(name, params, text.count("\n", 0, m.start()) + 1, template))
+        kernels.append(KernelSignature(name, params, text.count("\n", 0, m.start()) + 1,
+                                       _template_parameters(text, mask, statement_start, m.start()),
+                                       namespace))
     return kernels
 
 
-def _thunks(kernels: list[KernelSignature]) -> str:
-    """extern "C" entry points that launch each kernel (appended to the source)."""
+def _template_parameters(text: str, mask: str, start: int, end: int) -> list[str]:
+    """The names in the `template <...>` between start and end (none: [])."""
+    m = re.search(r"\btemplate\s*<", mask[start:end])
+    if m is None:
+        return []
+    open_angle = start + m.end() - 1
+    depth, close = 0, end
+    for j in range(open_angle, end):
+        depth += {"<": 1, ">": -1}.get(mask[j], 0)
+        if depth == 0:
+            close = j
+            break
+    names = []
+    for k, declaration in enumerate(_split_top_level(text[open_angle + 1 : close])):
+        declaration = declaration.split("=")[0]
+        found = re.search(r"([A-Za-z_]\w*)\s*(\.\.\.)?\s*$", declaration.replace("...", " "))
+        names.append(found.group(1) if found else f"_T{k}")
+    return names
+
+
+def _namespace_at(mask: str, position: int) -> str:
+    """The named namespaces enclosing `position` ("a::b"; unnamed ones add nothing: what
+    they hold is reachable from the namespace around them)."""
+    stack = []
+    for m in re.finditer(r"\b(?:inline\s+)?namespace\s*([A-Za-z_][\w:]*)?\s*\{|[{}]", mask[:position]):
+        if m.group(0) == "}":
+            if stack:
+                stack.pop()
+        elif m.group(0) == "{":
+            stack.append(None)
+        else:
+            stack.append(m.group(1) or "")
+    return "::".join(name for name in stack if name)
+
+
+def _thunks(bindings: list[Binding]) -> str:
+    """extern "C" entry points that launch each binding (appended to the source):
+    simt_launch_<i> launches bindings[i]."""
     lines = [
         '#line 1 "<simt launch glue>"',
         "#include <cstdio>",
@@ -192,24 +325,29 @@ def _thunks(kernels: list[KernelSignature]) -> str:
         "  ::simt::configure(static_cast<::simt::Schedule>(schedule), seed, max_grid_x);",
         "}",
     ]
-    for k in kernels:
-        if not k.bindable:
-            continue
+    for number, binding in enumerate(bindings):
         args = []
-        for i, p in enumerate(k.parameters):
+        for i, p in enumerate(binding.parameters):
             if p.pointer:
                 args.append(f"reinterpret_cast<{p.type}>(*static_cast<void**>(args[{i}]))")
             elif p.base in ("__half", "half", "__nv_bfloat16", "nv_bfloat16"):
                 args.append(f"::simt::detail::from_bits<{p.base}>(*static_cast<unsigned short*>(args[{i}]))")
-            else:
+            elif p.known:
                 args.append(f"*static_cast<{p.base}*>(args[{i}])")
+            else:
+                args.append(f"::simt::detail::from_number<{p.base}>("
+                            f"*static_cast<const ::simt::detail::Number*>(args[{i}]), "
+                            f'"{binding.key}", "{p.name}", "{p.base}")')
         call_args = ", ".join(args)
+        callee = "::" + binding.kernel.qualified
+        if binding.kernel.template:
+            callee += f"<{', '.join(binding.arguments)}>"
         lines += [
-            f'extern "C" int simt_launch_{k.name}(const unsigned* g, const unsigned* b,',
+            f'extern "C" int simt_launch_{number}(const unsigned* g, const unsigned* b,',
             "    unsigned long long shared, void** args, char* error, unsigned long long size) {",
             "  (void)args;",
             "  try {",
-            f'    ::simt::launch("{k.name}", [&](auto&&... a) {{ {k.name}(a...); }},',
+            f'    ::simt::launch("{binding.key}", [&](auto&&... a) {{ {callee}(a...); }},',
             "        dim3(g[0], g[1], g[2]), dim3(b[0], b[1], b[2]), shared)(" + call_args + ");",
             "    return 0;",
             "  } catch (const std::exception& e) {",
@@ -219,4 +357,3 @@ def _thunks(kernels: list[KernelSignature]) -> str:
             "}",
         ]
     return "\n".join(lines) + "\n"
-

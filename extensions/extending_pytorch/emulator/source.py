@@ -11,10 +11,13 @@ from extending_pytorch.emulator.poison import poison_value as _poison_value
 from extending_pytorch.emulator.poison import poison_view as _poison_view
 from extending_pytorch.emulator.signatures import (
     _SCALARS,
+    Binding,
     KernelSignature,
     _pointer_dtypes,
     _thunks,
+    parse_instantiation,
     parse_kernels,
+    template_arguments,
 )
 from extending_pytorch.emulator.toolchain import (
     BUILD_ROOT,
@@ -34,12 +37,32 @@ from extending_pytorch.emulator.traffic import NativeCounter
 from extending_pytorch.emulator.worker import _settings, _worker, counting_mode
 from extending_pytorch.simt_rewrite import rewrite
 
+class _Number(ctypes.Structure):
+    """simt::detail::Number: a number for a parameter whose type only the compiler knows."""
+
+    _fields_ = [("real", ctypes.c_double), ("bits", ctypes.c_ulonglong), ("is_real", ctypes.c_int)]
+
+
+def _number(value) -> _Number:
+    if isinstance(value, float):
+        return _Number(value, 0, 1)
+    return _Number(0.0, int(value) & (2**64 - 1), 0)
+
+
+def _bindings(kernels: list[KernelSignature], instantiations) -> list[Binding]:
+    """What the launch glue is built for: every kernel that is not a template, and each
+    requested instantiation (qualified name, template arguments) of a template one."""
+    by_name = {k.qualified: k for k in kernels}
+    return [Binding(k) for k in kernels if not k.template] + [
+        Binding(by_name[name], arguments) for name, arguments in instantiations]
+
+
 class _SourceLibrary:
     """A reader's kernels, built and loaded in the worker; launched through ctypes."""
 
-    def __init__(self, path: pathlib.Path, kernels: list[KernelSignature], mode: str):
+    def __init__(self, path: pathlib.Path, bindings: list[Binding], mode: str):
         self.library = ctypes.CDLL(str(path))
-        self.kernels = {k.name: k for k in kernels if k.bindable}
+        self.bindings = {b.key: (i, b) for i, b in enumerate(bindings)}
         # In the counting build: counts each launch (emulator.traffic()).
         self.counter = NativeCounter(self.library) if mode == "traffic" else None
 
@@ -48,19 +71,21 @@ class _SourceLibrary:
             ctypes.c_int(SCHEDULES.index(schedule)), ctypes.c_ulonglong(seed), ctypes.c_uint(max_blocks)
         )
 
-    def launch(self, name, grid, block, shared, values):
-        kernel = self.kernels[name]
+    def launch(self, key, grid, block, shared, values):
+        number, binding = self.bindings[key]
         keep = []
         pointers = (ctypes.c_void_p * max(1, len(values)))()
-        for i, (p, value) in enumerate(zip(kernel.parameters, values)):
+        for i, (p, value) in enumerate(zip(binding.parameters, values)):
             if p.pointer:
                 cell = ctypes.c_void_p(value.data_ptr() if value is not None else 0)
-            else:
+            elif p.known:
                 cell = _SCALARS[p.base](value)
+            else:
+                cell = _number(value)
             keep.append(cell)
             pointers[i] = ctypes.cast(ctypes.pointer(cell), ctypes.c_void_p)
         error = ctypes.create_string_buffer(16384)
-        fn = getattr(self.library, f"simt_launch_{name}")
+        fn = getattr(self.library, f"simt_launch_{number}")
         fn.restype = ctypes.c_int
 
         def call():
@@ -72,14 +97,14 @@ class _SourceLibrary:
         if self.counter is None:
             call()
         else:
-            self.counter.run([(p.name, v) for p, v in zip(kernel.parameters, values) if p.pointer],
+            self.counter.run([(p.name, v) for p, v in zip(binding.parameters, values) if p.pointer],
                              call)
 
 
-def _source_library(mode: str, text: str, filename: str):
+def _source_library(mode: str, text: str, filename: str, instantiations=()):
     include = cuda_include_dir()
-    kernels = parse_kernels(text)
-    program = rewrite(text, filename) + "\n" + _thunks(kernels)
+    bindings = _bindings(parse_kernels(text), instantiations)
+    program = rewrite(text, filename) + "\n" + _thunks(bindings)
     key = _digest(mode, _mode_flags(mode), include, _torch_variant(), program,
                   *(f"{p}\n{p.read_text()}" for p in _simt_files()))[:16]
     directory = BUILD_ROOT / f"{mode}-{_torch_variant()}" / f"source-{key}"
@@ -91,7 +116,7 @@ def _source_library(mode: str, text: str, filename: str):
     if pathlib.Path(filename).is_file():  # its quoted #includes are relative to it
         includes.insert(2, pathlib.Path(filename).parent)
     _load_extension(name, [source], mode, includes, directory, python_module=False)
-    return _SourceLibrary(directory / f"{name}.so", kernels, mode)
+    return _SourceLibrary(directory / f"{name}.so", bindings, mode)
 
 
 class Kernel:
@@ -107,7 +132,7 @@ class Kernel:
     reported. Tensors the kernel writes are updated in place.
     """
 
-    def __init__(self, module: "EmulatedModule", signature: KernelSignature):
+    def __init__(self, module: "EmulatedModule", signature: Binding):
         self._module, self.signature = module, signature
         self.__doc__ = repr(signature)
 
@@ -128,35 +153,35 @@ class Kernel:
     def _launch(self, grid, block, shared, args, outputs):
         import torch
 
-        params = self.signature.parameters
+        params, name = self.signature.parameters, self.signature.key
         if len(args) != len(params):
-            raise TypeError(f"{self.signature.name} takes {len(params)} arguments ({self}), got {len(args)}")
+            raise TypeError(f"{name} takes {len(params)} arguments ({self}), got {len(args)}")
         dtypes = _pointer_dtypes()
         for p, value in zip(params, args):
             if p.pointer:
                 if value is None:
                     continue
                 if not isinstance(value, torch.Tensor):
-                    raise TypeError(f"{self.signature.name}: {p.name} ({p.type}) takes a tensor, got {type(value).__name__}")
+                    raise TypeError(f"{name}: {p.name} ({p.type}) takes a tensor, got {type(value).__name__}")
                 if value.device.type != "cpu":
-                    raise ValueError(f"{self.signature.name}: {p.name} must be a CPU tensor (the emulator runs on the CPU), got {value.device}")
+                    raise ValueError(f"{name}: {p.name} must be a CPU tensor (the emulator runs on the CPU), got {value.device}")
                 expected = dtypes.get(p.base)
                 if expected and value.dtype not in expected:
-                    raise TypeError(f"{self.signature.name}: {p.name} ({p.type}) needs a tensor of dtype "
+                    raise TypeError(f"{name}: {p.name} ({p.type}) needs a tensor of dtype "
                                     f"{' or '.join(map(str, expected))}, got {value.dtype}")
-            elif isinstance(value, torch.Tensor):
-                raise TypeError(f"{self.signature.name}: {p.name} ({p.type}) takes a number, got a tensor")
+            elif not isinstance(value, (bool, int, float)):
+                raise TypeError(f"{name}: {p.name} ({p.type}) takes a number, got {type(value).__name__}")
         values = list(args)
         for i, p in enumerate(params):
             if not p.pointer and p.base in ("__half", "half", "__nv_bfloat16", "nv_bfloat16"):
                 dtype = torch.float16 if "half" in p.base else torch.bfloat16
                 values[i] = int(torch.tensor(float(values[i]), dtype=dtype).view(torch.int16).item()) & 0xFFFF
         checked = []
-        for name in outputs:
-            index = name if isinstance(name, int) else next(
-                (i for i, p in enumerate(params) if p.name == name), None)
+        for output in outputs:
+            index = output if isinstance(output, int) else next(
+                (i for i, p in enumerate(params) if p.name == output), None)
             if index is None or not 0 <= index < len(params) or not params[index].pointer:
-                raise ValueError(f"outputs: {name!r} is not a pointer parameter of {self.signature!r}")
+                raise ValueError(f"outputs: {output!r} is not a pointer parameter of {self.signature!r}")
             if values[index] is None or not values[index].is_contiguous():
                 raise ValueError(f"outputs: {params[index].name} must be a contiguous tensor to be checked")
             checked.append((params[index].name, values[index]))
@@ -164,14 +189,13 @@ class Kernel:
             _poison_view(tensor).fill_(_poison_value(tensor))
         module = self._module
         _, storages, originals = _worker(counting_mode(module.mode)).call(
-            ("source", module.source, module.filename), "launch",
-            _settings(module.schedule, module.seed, module.max_blocks),
-            (self.signature.name, grid, block, shared, values), {}, module.timeout)
+            module._target(), "launch", _settings(module.schedule, module.seed, module.max_blocks),
+            (name, grid, block, shared, values), {}, module.timeout)
         # The kernel wrote into the worker's copies: copy every storage back.
         for original, written in zip(originals, storages):
             torch.empty(0, dtype=torch.uint8).set_(original).copy_(written)
-        for name, tensor in checked:
-            check_written(tensor, self.signature.name, name)
+        for parameter, tensor in checked:
+            check_written(tensor, name, parameter)
 
 
 def _dim3(what, value):
@@ -181,36 +205,142 @@ def _dim3(what, value):
     return tuple(dims) + (1,) * (3 - len(dims))
 
 
-class EmulatedModule:
-    """The kernels of one CUDA source, built for the emulator (see load_source)."""
+class TemplateKernel:
+    """A template __global__ function of a module from `load_source`.
 
-    def __init__(self, source, filename, mode, schedule, seed, max_blocks, timeout):
+    ``kernel[float, 256]`` (C++ spellings as strings, ints, bools or torch dtypes)
+    is the launchable instantiation ``kernel<float, 256>``; one not built yet is
+    built then (pass ``instantiate=`` to `load_source` to build them all at once).
+    """
+
+    def __init__(self, module: "EmulatedModule", signature: KernelSignature):
+        self._module, self.signature = module, signature
+        self.__doc__ = repr(signature)
+
+    def __repr__(self):
+        return f"<emulated template kernel {self.signature!r}>"
+
+    def __getitem__(self, arguments) -> Kernel:
+        return self._module._instantiation(self.signature, template_arguments(arguments))
+
+
+def _with_local_headers(text: str, filename: str) -> str:
+    """The source and the headers it includes with quotes, where they are found next to
+    the file including them (recursively): where its structs may be defined."""
+    import re
+
+    texts, seen = [text], set()
+    pending = [(text, pathlib.Path(filename).parent)] if pathlib.Path(filename).is_file() else []
+    while pending:
+        current, directory = pending.pop()
+        for name in re.findall(r'^\s*#\s*include\s*"([^"]+)"', current, re.M):
+            header = (directory / name).resolve()
+            if header in seen or not header.is_file():
+                continue
+            seen.add(header)
+            texts.append(header.read_text(errors="replace"))
+            pending.append((texts[-1], header.parent))
+    return "\n".join(texts)
+
+
+def _struct_parameters(kernel: KernelSignature, source: str) -> list:
+    """Parameters that take a struct by value (a template-id, or a struct or class the
+    source or its local headers define): Python cannot build those."""
+    import re
+
+    return [p for p in kernel.parameters if not p.pointer and not p.known and (
+        "<" in p.base
+        or re.search(rf"(?<!enum )\b(struct|class)\s+{re.escape(p.base.split('::')[-1])}\b", source))]
+
+
+class EmulatedModule:
+    """The kernels of one CUDA source, built for the emulator (see load_source).
+
+    Each kernel is an attribute (``module.add_one``) and an item under its qualified
+    name (``module["ops::add_one"]``); a template kernel's instantiations are items
+    of it (``module.scale[float, 256]``)."""
+
+    def __init__(self, source, filename, mode, schedule, seed, max_blocks, timeout,
+                 instantiate=()):
         self.source, self.filename, self.mode = source, filename, mode
         self.schedule, self.seed, self.max_blocks, self.timeout = schedule, seed, max_blocks, timeout
-        self.kernels = {k.name: k for k in parse_kernels(source)}
+        self.kernels = {k.qualified: k for k in parse_kernels(source)}
+        self._declarations = _with_local_headers(source, filename)
+        self.instantiations: list[tuple[str, tuple[str, ...]]] = []
+        self._launchers = {}
         for k in self.kernels.values():
-            if k.bindable:
-                setattr(self, k.name, Kernel(self, k))
+            self._launchers[k.qualified] = TemplateKernel(self, k) if k.template else Kernel(self, Binding(k))
+        names = [k.name for k in self.kernels.values()]
+        for k in self.kernels.values():
+            if names.count(k.name) == 1 and not hasattr(type(self), k.name):
+                setattr(self, k.name, self._launchers[k.qualified])
+        for text in instantiate:
+            name, arguments = parse_instantiation(text)
+            kernel = self._kernel(name)
+            if not kernel.template:
+                raise ValueError(f"instantiate: {kernel.qualified} is not a template")
+            self._add(kernel, arguments)
+
+    def _kernel(self, name: str) -> KernelSignature:
+        if name in self.kernels:
+            return self.kernels[name]
+        found = [k for k in self.kernels.values() if name == k.name]
+        if len(found) != 1:
+            known = ", ".join(self.kernels) or "none"
+            why = "names several" if found else "is not a __global__ function of the source"
+            raise KeyError(f"{name!r} {why} (its kernels: {known})")
+        return found[0]
+
+    def __getitem__(self, name: str):
+        return self._launchers[self._kernel(name).qualified]
+
+    def _add(self, kernel: KernelSignature, arguments: tuple[str, ...]) -> Binding:
+        binding = Binding(kernel, arguments)  # checks the number of arguments
+        entry = (kernel.qualified, binding.arguments)
+        if entry not in self.instantiations:
+            self.instantiations.append(entry)
+            self._launchers[binding.key] = Kernel(self, binding)
+        return binding
+
+    def _instantiation(self, kernel: KernelSignature, arguments: tuple[str, ...]) -> Kernel:
+        binding = self._add(kernel, arguments)
+        # Build now (in the worker), so that a compiler error comes with the instantiation.
+        _worker(counting_mode(self.mode)).call(
+            self._target(), "configure", _settings(self.schedule, self.seed, self.max_blocks),
+            (self.schedule, self.seed, self.max_blocks), {}, self.timeout)
+        return self._launchers[binding.key]
+
+    def _target(self):
+        """What the worker builds and loads: the source and the instantiations asked for."""
+        return ("source", self.source, self.filename, tuple(self.instantiations))
 
     @property
     def unbound(self) -> dict[str, str]:
-        """Kernels that cannot be launched from Python, and why."""
+        """Kernels that cannot be launched from Python as they are, and why."""
         reasons = {}
         for k in self.kernels.values():
-            if k.template:
-                reasons[k.name] = "a template: launch it from a C++ host function instead"
-            elif not k.bindable:
-                bad = [p for p in k.parameters if not p.supported]
-                reasons[k.name] = f"parameters of types the emulator cannot pass from Python: {bad}"
+            structs = _struct_parameters(k, self._declarations)
+            if structs:
+                reasons[k.qualified] = (
+                    f"takes {', '.join(map(repr, structs))} by value: Python cannot build a struct; "
+                    "launch it through a C++ host function of the source")
+            elif k.template:
+                example = ", ".join(["float"] * len(k.template_parameters))
+                reasons[k.qualified] = (
+                    f"a template: launch an instantiation, module[{k.qualified!r}][{example}][grid, block](...)"
+                    if k.namespace else
+                    f"a template: launch an instantiation, module.{k.name}[{example}][grid, block](...)")
         return reasons
 
     def __repr__(self):
         names = ", ".join(k for k in self.kernels if k not in self.unbound)
+        if not names:
+            names = "no kernel Python can launch as it is (see .unbound)"
         return f"<emulated CUDA module {self.filename!r} ({self.mode}): {names}>"
 
 
 def load_source(source, *, mode="fast", name="kernel", schedule="forward", seed=0,
-                max_blocks=0, timeout=DEFAULT_TIMEOUT) -> EmulatedModule:
+                max_blocks=0, timeout=DEFAULT_TIMEOUT, instantiate=()) -> EmulatedModule:
     """Build CUDA source for the emulator; returns a module of its kernels.
 
     `source` is the text of a .cu file, or a path to one. The build (g++,
@@ -227,6 +357,13 @@ def load_source(source, *, mode="fast", name="kernel", schedule="forward", seed=
         ''')
         y = torch.empty(1000)
         module.add_one[(1000 + 255) // 256, 256](x, y, 1000, outputs=["y"])
+
+    Kernels inside namespaces are attributes by their own name (and items by their
+    qualified one, ``module["ops::add_one"]``). A template kernel is launched as an
+    instantiation, ``module.scale[float, 4][grid, block](...)``; ``instantiate=
+    ["scale<float, 4>", ...]`` builds those with the module instead of one build
+    each. A parameter whose type the emulator does not know by name (a typedef, an
+    enum) takes a number, converted to its type by the compiled glue.
     """
     _check_mode(mode)
     _settings(schedule, seed, max_blocks)
@@ -237,9 +374,11 @@ def load_source(source, *, mode="fast", name="kernel", schedule="forward", seed=
         text, filename = path.read_text(), str(path)
     else:
         text, filename = str(source), f"{name}.cu"
+    if isinstance(instantiate, str):
+        instantiate = [instantiate]
     cuda_include_dir()
-    module = EmulatedModule(text, filename, mode, schedule, seed, max_blocks, timeout)
+    module = EmulatedModule(text, filename, mode, schedule, seed, max_blocks, timeout, instantiate)
     # Build now (in the worker), so that errors come with the load.
-    _worker(counting_mode(mode)).call(("source", text, filename), "configure",
+    _worker(counting_mode(mode)).call(module._target(), "configure",
                        _settings(schedule, seed, max_blocks), (schedule, seed, max_blocks), {}, timeout)
     return module

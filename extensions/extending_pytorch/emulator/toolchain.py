@@ -193,6 +193,10 @@ def _mode_flags(mode: str) -> tuple[list[str], list[str]]:
         "-ffp-contract=off",  # as ISO C++ says; nvcc would contract a*b+c into an FMA
         "-Wno-unknown-pragmas",  # #pragma unroll
         "-Wno-attributes",
+        # <memory> first in every translation unit: libstdc++ spells an attribute
+        # __attribute__((__noinline__)), which CUDA's headers' (and simt.h's) __noinline__
+        # macro breaks once defined; read first, a later #include <memory> is a no-op.
+        "-include", "memory",
     ]
     if mode == "fast":
         return common + ["-O2"], []

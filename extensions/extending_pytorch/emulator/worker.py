@@ -133,7 +133,7 @@ def _serve(read_fd: int, write_fd: int, mode: str) -> None:
                 if target[0] == "book":
                     targets[target] = _book_module(mode, target[1])
                 else:
-                    targets[target] = _source_library(mode, target[1], target[2])
+                    targets[target] = _source_library(mode, *target[1:])
             module = targets[target]
             module.configure(*settings)
             args = _unpack(args, storages)

@@ -1,0 +1,129 @@
+"""The emulator on CUDA as its readers write it (tests/emulator/real_cuda.cu, unchanged):
+kernels in namespaces, parameters of typedef'd and enum types, template kernels launched
+from Python, structs by value explained, cache-hint loads and stores, CUDA's mixed-sign
+min, and standard headers such as <memory> next to the kernels.
+
+Each test names the bug it catches; one fast-mode build serves them all (a template
+instantiation asked for later is built on demand, which one test exercises).
+"""
+
+from __future__ import annotations
+
+import functools
+import pathlib
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+from extending_pytorch import emulator
+
+pytestmark = pytest.mark.skipif(
+    not emulator.available(),
+    reason="the emulator needs g++ and CUDA's cuda_fp16.h (emulator.cuda_include_dir)",
+)
+
+SOURCE = pathlib.Path(__file__).parent / "emulator" / "real_cuda.cu"
+
+
+@functools.cache
+def module():
+    # Before: the build failed (<memory> after simt.h's __noinline__, no __ldcs/__stcs/__ldcg/
+    # __stcg, min(int, unsigned) ambiguous).
+    return emulator.load_source(SOURCE, timeout=300, instantiate=["copy_chunks<float, 4>"])
+
+
+def test_signatures_record_namespaces_and_template_parameters():
+    # Bug: a kernel in a namespace was called unqualified by the launch glue (the build
+    # failed), and a template's parameters were not known (no instantiation possible).
+    kernels = {k.qualified: k for k in emulator.parse_kernels(SOURCE.read_text())}
+    assert list(kernels) == ["ops::scale", "v2::scale", "apply", "copy_chunks", "clamp_index", "affine"]
+    assert kernels["copy_chunks"].template_parameters == ["T", "kPerThread"]
+    assert kernels["apply"].namespace == ""  # an unnamed namespace adds no qualifier
+    nested = emulator.parse_kernels(
+        'extern "C" { }\nnamespace a::b { inline namespace c { template <class T, int... Ns>\n'
+        "__global__ void k(T* x) {} } }\nnamespace x = a; __global__ void top(int n) {}\n")
+    assert [(k.qualified, k.template_parameters) for k in nested] == [
+        ("a::b::c::k", ["T", "Ns"]), ("top", [])]
+
+
+def test_kernels_in_namespaces_launch():
+    m = module()
+    x = torch.arange(100, dtype=torch.float32)
+    y = torch.empty(100)
+    m["ops::scale"][1, 128](x, y, 100, 3.0, outputs=["y"])
+    assert_close(y, 3 * x)
+    m["v2::scale"][1, 128](x, y, 100, 3.0, outputs=["y"])
+    assert_close(y, 3 * x + 1)
+    # One name in two namespaces: no attribute; the qualified item, and a clear error.
+    assert not hasattr(m, "scale")
+    with pytest.raises(KeyError, match="names several"):
+        m["scale"]
+
+
+def test_typedef_and_enum_parameters_take_numbers():
+    # Bug: `uint n` and `Op op` left the kernel unbound, then a bare AttributeError.
+    m = module()
+    x = torch.linspace(-2, 2, 70)
+    y = torch.empty(70)
+    m["ops::scale"][3, 32](x, y, 70, -0.5, outputs=["y"])
+    assert_close(y, -0.5 * x)
+    m.apply[3, 32](x, y, 70, 1, 4.0, outputs=["y"])  # Op::mul
+    assert_close(y, 4 * x)
+    m.apply[3, 32](x, y, 70, 0, 4.0, outputs=["y"])  # Op::add
+    assert_close(y, x + 4)
+    with pytest.raises(RuntimeError, match=r"n \(uint\) is an integer type"):
+        m["ops::scale"][3, 32](x, y, 70.5, 1.0)
+    with pytest.raises(TypeError, match="op .* takes a number"):
+        m.apply[3, 32](x, y, 70, "mul", 1.0)
+
+
+def test_template_kernels_launch_as_instantiations():
+    # Bug: a template kernel could not be launched from Python at all.
+    m = module()
+    assert "a template: launch an instantiation" in m.unbound["copy_chunks"]
+    x = torch.randn(1001)
+    y = torch.empty(1001)
+    m.copy_chunks[torch.float32, 4][1, 256](x, y, 1001, outputs=["y"])  # built with the module
+    assert_close(y, x, rtol=0, atol=0)
+    # Not asked for at load: built on demand. The default template argument is used.
+    xd, yd = torch.randn(77, dtype=torch.float64), torch.empty(77, dtype=torch.float64)
+    m.copy_chunks["double"][1, 32](xd, yd, 77, outputs=["y"])
+    assert_close(yd, xd, rtol=0, atol=0)
+    # The instantiation's parameter types are checked like any kernel's.
+    with pytest.raises(TypeError, match="needs a tensor of dtype torch.float64"):
+        m.copy_chunks["double"][1, 32](x, yd, 77)
+    with pytest.raises(TypeError, match="takes 2 template arguments"):
+        m.copy_chunks["float", 4, 1]
+
+
+def test_cache_hint_loads_stores_and_mixed_sign_min():
+    m = module()
+    index = torch.tensor([-1, 0, 5, 9, 12, -7], dtype=torch.int32)
+    out = torch.empty(6, dtype=torch.int32)
+    m.clamp_index[1, 32](index, 9, out, 6, outputs=["out"])
+    # As on a GPU: min(int, unsigned) is unsigned, so -1 and -7 are huge and clamp to 9.
+    assert out.tolist() == [9, 0, 5, 9, 9, 9]
+
+
+def test_struct_parameters_are_explained():
+    m = module()
+    assert "takes Affine f by value" in m.unbound["affine"]
+    x, y = torch.ones(4), torch.empty(4)
+    with pytest.raises(RuntimeError, match=r"f \(Affine\) is not a number.*C\+\+ host function"):
+        m.affine[1, 32](x, y, 4, 1.0)
+    assert "affine" not in repr(m) and "apply" in repr(m)
+
+
+def test_the_books_sources_build_and_say_what_python_cannot_launch():
+    # Bug: load_source hung on triplet.cu (__launch_bounds__), and a kernel taking a struct
+    # defined in an included header was reported as launchable.
+    from extending_pytorch import build_flags
+
+    for name, kernels in [("triplet.cu", ["triplet_forward_kernel", "triplet_backward_kernel"]),
+                          ("involution.cu", ["involution_forward_kernel"])]:
+        m = emulator.load_source(build_flags.CSRC / "cuda" / name, timeout=600)
+        for kernel in kernels:
+            reason = m.unbound[f"extending_pytorch::cuda::{kernel}"]
+            assert "by value: Python cannot build a struct" in reason, reason
+        assert "no kernel Python can launch" in repr(m)
