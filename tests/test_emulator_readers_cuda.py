@@ -127,3 +127,121 @@ def test_the_books_sources_build_and_say_what_python_cannot_launch():
             reason = m.unbound[f"extending_pytorch::cuda::{kernel}"]
             assert "by value: Python cannot build a struct" in reason, reason
         assert "no kernel Python can launch" in repr(m)
+
+
+COOPERATIVE = pathlib.Path(__file__).parent / "emulator" / "cooperative.cu"
+
+
+@functools.cache
+def cooperative():
+    # Before: #include <cooperative_groups.h> failed ("cuda/std/type_traits: No such file").
+    return emulator.load_source(COOPERATIVE, timeout=300)
+
+
+@pytest.mark.parametrize("cols, threads", [(1000, 256), (37, 64), (5, 96)])
+def test_cooperative_groups_block_reduction(cols, threads):
+    # A tile's reduce that dropped a lane, or meta_group_rank/size wrong, changes the sums;
+    # 96 threads: three warps, so warp 0 adds three partial sums.
+    x = torch.randn(3, cols)
+    out = torch.empty(3)
+    cooperative().row_sums[3, threads](x, out, cols, outputs=["out"])
+    assert_close(out, x.sum(1), rtol=1e-5, atol=1e-5)
+
+
+def test_cooperative_groups_tiles_smaller_than_a_warp():
+    n = 64
+    x = torch.randint(-50, 50, (n,), dtype=torch.int32)
+    x[8:16] = -torch.arange(1, 9, dtype=torch.int32)  # a tile with no positive value
+    groups = n // 8
+    outs = [torch.empty(groups, dtype=torch.int32) for _ in range(2)]
+    positive = torch.empty(groups, dtype=torch.int32)
+    sums = torch.empty(groups, dtype=torch.int32)
+    cooperative().tiles_of_8[2, 32](x, outs[0], outs[1], positive, sums, n,
+                                    outputs=["minimum", "maximum", "positive", "sum_down"])
+    tiles = x.view(groups, 8)
+    assert outs[0].tolist() == tiles.min(1).values.tolist()
+    assert outs[1].tolist() == tiles.max(1).values.tolist()
+    weights = 2 ** torch.arange(8)
+    assert positive.tolist() == ((tiles > 0).long() * weights).sum(1).tolist()
+    assert sums.tolist() == tiles.sum(1).tolist()
+
+
+def test_cooperative_groups_ranks_in_a_block_with_a_partial_warp():
+    # 80 threads: 3 warps (the last of 16 lanes), 10 tiles of 8.
+    out = torch.empty(80, 6, dtype=torch.int32)
+    cooperative().group_shape[1, 80](out, outputs=["out"])
+    rank = torch.arange(80)
+    expected = torch.stack([rank % 32, rank // 32, torch.full_like(rank, 3),
+                            rank % 8, rank // 8, torch.full_like(rank, 10)], 1)
+    assert out.tolist() == expected.tolist()
+
+
+def test_grid_wide_synchronisation_is_refused_with_a_reason():
+    with pytest.raises(RuntimeError, match=r"cooperative\.cu:\d+: cooperative_groups::this_grid\(\).*not supported"):
+        cooperative().grid_barrier[2, 32](torch.zeros(32))
+
+
+@pytest.mark.parametrize("source, line, hint", [
+    ("__global__ void k(float* x) {\n  x[0] = 1;\n  __nanosleep(100);\n}\n", 3,
+     "a CUDA intrinsic the emulator does not provide"),
+    ("#include <cub/cub.cuh>\n__global__ void k(float* x) { x[0] = 1; }\n", 1,
+     "CUB, Thrust and libcu++ are not available"),
+    ('__global__ void k(float* x) {\n  asm volatile("membar.gl;");\n  x[0] = 1;\n}\n', 2,
+     "PTX inline assembly"),
+])
+def test_build_errors_are_summarised(source, line, hint):
+    # Bug: a failed build raised the whole ninja log (up to 70 kB), the error lost in it.
+    with pytest.raises(RuntimeError) as info:
+        emulator.load_source(source, name="broken_build", timeout=300)
+    message = str(info.value)
+    assert f"broken_build.cu:{line}:" in message
+    assert hint in message
+    assert len(message.splitlines()) <= 14, message
+    log = pathlib.Path(message.rsplit("The whole compiler output: ", 1)[1].strip())
+    assert "Error building extension" in log.read_text()
+
+
+def test_long_reports_keep_their_beginning():
+    # Bug: reports were cut to their last 12,000 characters, so a sanitizer report lost its
+    # first access. Kept whole up to 220,000 characters; beyond, beginning and end.
+    from extending_pytorch.emulator.worker import _shorten
+
+    report = "WARNING: ThreadSanitizer: data race\n  Write of size 4\n" + "x" * 50_000 + "\nblockIdx"
+    assert _shorten(report) == report.strip()
+    huge = "FIRST ACCESS\n" + "y" * 500_000 + "\nTHE KERNEL, BLOCK AND THREAD"
+    short = _shorten(huge)
+    assert short.startswith("FIRST ACCESS") and short.endswith("THE KERNEL, BLOCK AND THREAD")
+    assert len(short) < 230_000 and "characters left out" in short
+
+
+UNGUARDED = """
+__global__ void unguarded_tail(const float* x, float* y, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  y[i] = 2.0f * x[i % n];  // no if (i < n): the last block writes past y's end
+}
+__global__ void shifted(const float* x, float* out, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i - 1] = x[i];  // i = 0 writes one element before out's start
+}
+"""
+
+
+@pytest.mark.parametrize("mode", ["fast", "races"])
+def test_writes_outside_a_tensor_are_reported_without_a_sanitizer(mode):
+    # Bug: in fast mode an unguarded tail write passed silently (or crashed the worker with an
+    # empty report).
+    from extending_pytorch.emulator import toolchain
+
+    try:
+        toolchain._runtime_library(mode)
+    except emulator.EmulatorUnavailable as error:
+        pytest.skip(str(error))
+    m = emulator.load_source(UNGUARDED, name="unguarded", mode=mode, timeout=300)
+    x, y = torch.randn(100), torch.zeros(100)
+    with pytest.raises(RuntimeError, match=r"y: bytes 400 to 511, outside its memory \(bytes 0 to 399\)"):
+        m.unguarded_tail[1, 128](x, y, 100)
+    with pytest.raises(RuntimeError, match=r"out: bytes -4 to -1, outside"):
+        m.shifted[1, 32](x, y, 100)
+    # In bounds: no report, and the values arrive.
+    m.unguarded_tail[1, 100](x, y, 100, outputs=["y"])
+    assert_close(y, 2 * x)

@@ -71,6 +71,18 @@ class _SourceLibrary:
             ctypes.c_int(SCHEDULES.index(schedule)), ctypes.c_ulonglong(seed), ctypes.c_uint(max_blocks)
         )
 
+    def storage_names(self, function, args) -> dict[int, str]:
+        """Storage index -> the parameters (of a launch's packed arguments) that use it."""
+        if function != "launch":
+            return {}
+        _, binding = self.bindings[args[0]]
+        names = {}
+        for p, value in zip(binding.parameters, args[4]):
+            index = getattr(value, "storage", None)
+            if p.pointer and index is not None:
+                names[index] = f"{names[index]} and {p.name}" if index in names else p.name
+        return names
+
     def launch(self, key, grid, block, shared, values):
         number, binding = self.bindings[key]
         keep = []

@@ -290,14 +290,72 @@ def _load_extension(name, sources, mode, include_dirs, directory, python_module=
 
     cflags, ldflags = _mode_flags(mode)
     directory.mkdir(parents=True, exist_ok=True)
-    return load(
-        name=name,
-        sources=[str(s) for s in sources],
-        extra_cflags=cflags,
-        extra_ldflags=ldflags,
-        extra_include_paths=[str(d) for d in include_dirs],
-        build_directory=str(directory),
-        is_python_module=python_module,
-        verbose=os.environ.get("EXTENDING_PYTORCH_EMULATOR_VERBOSE") == "1",
-    )
+    try:
+        return load(
+            name=name,
+            sources=[str(s) for s in sources],
+            extra_cflags=cflags,
+            extra_ldflags=ldflags,
+            extra_include_paths=[str(d) for d in include_dirs],
+            build_directory=str(directory),
+            is_python_module=python_module,
+            verbose=os.environ.get("EXTENDING_PYTORCH_EMULATOR_VERBOSE") == "1",
+        )
+    except RuntimeError as error:
+        if "Error building extension" not in str(error):
+            raise
+        log = directory / "build-error.log"
+        log.write_text(str(error))
+        raise RuntimeError(summarize_build_error(str(error), mode, log)) from None
+
+
+# What a first compiler error usually means on the emulator, and what to do.
+_BUILD_HINTS = [
+    (r"__shared__ variables are supported inside functions only",
+     "the emulator rewrites __shared__ declarations inside the functions of the .cu file it is "
+     "given; one at namespace scope, or in a function of an included header, is not rewritten: "
+     "move it into a function of the .cu file"),
+    (r"(mma\.h|wmma|__hmma|cp\.async|cuda/pipeline|cuda/barrier|cute/|cutlass/)",
+     "tensor cores, cp.async, TMA and CUTLASS/CuTe are not emulated"),
+    (r"(cub/|thrust/|cuda/std/)",
+     "CUB, Thrust and libcu++ are not available to the emulator (they need nvcc's own headers)"),
+    (r"No such file or directory",
+     "the emulator looks for #include files next to the source, in its own stand-ins "
+     "(extensions/csrc/simt/include) and in CUDA's include directory (emulator.cuda_include_description())"),
+    (r"[‘'](__\w+)[’'] was not declared in this scope",
+     "a CUDA intrinsic the emulator does not provide (simt.h lists those it has, under "
+     "'Device functions that have a plain host meaning')"),
+    (r"no such instruction|unknown instruction|invalid instruction|\basm\b",
+     "PTX inline assembly (asm volatile(...)) cannot run on the CPU"),
+]
+
+
+def summarize_build_error(text: str, mode: str, log: pathlib.Path) -> str:
+    """A compiler failure in a few lines: the first error with its context (it names the
+    .cu file and line: the rewrite keeps them), what it usually means on the emulator,
+    how many more errors there were, and where the whole output is."""
+    import re
+
+    lines = text.splitlines()
+    error_line = re.compile(r":\d+:(\d+:)? (fatal )?error:", re.I)
+    first = next((i for i, line in enumerate(lines) if error_line.search(line)), None)
+    errors = sum(1 for line in lines if error_line.search(line))
+    if first is None:  # no compiler error: a link error or ninja's own
+        first = next((i for i, line in enumerate(lines) if "error" in line.lower()), 0)
+    context = [lines[first]]
+    for line in lines[first + 1 : first + 6]:
+        if re.search(r":\d+:(\d+:)? |^ninja:|^FAILED:|^\[\d+/\d+\]", line):
+            break
+        context.append(line)
+    # The "In file included from ..." lines just before it say where the header came from.
+    included = [line for line in lines[max(0, first - 4) : first] if "included from" in line]
+    hints = [hint for pattern, hint in _BUILD_HINTS if re.search(pattern, "\n".join(context))]
+    message = [f"The emulator's build ({mode} mode) failed. The first compiler error:", *included,
+               *context]
+    if hints:
+        message.append(f"On the emulator this usually means: {hints[0]}.")
+    if errors > 1:
+        message.append(f"({errors - 1} more error{'s' if errors > 2 else ''}.)")
+    message.append(f"The whole compiler output: {log}")
+    return "\n".join(message)
 

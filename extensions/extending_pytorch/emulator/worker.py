@@ -65,13 +65,62 @@ def _unpack(value, storages: list):
     import torch
 
     if isinstance(value, _TensorRef):
-        storage = storages[value.storage].untyped_storage()
-        return torch.empty(0, dtype=value.dtype).set_(storage, value.offset, value.size, value.stride)
+        buffer, shift = storages[value.storage], 0
+        if isinstance(buffer, _Guarded):  # the storage starts GUARD bytes in
+            buffer, shift = buffer.buffer, GUARD // value.dtype.itemsize
+        return torch.empty(0, dtype=value.dtype).set_(
+            buffer.untyped_storage(), value.offset + shift, value.size, value.stride)
     if isinstance(value, (list, tuple)):
         return type(value)(_unpack(v, storages) for v in value)
     if isinstance(value, dict):
         return {k: _unpack(v, storages) for k, v in value.items()}
     return value
+
+
+# ---- Guard zones: writes outside a tensor's memory, seen without a sanitizer -----------------
+#
+# In the fast and races modes each storage a call is given lives, in the worker, between two
+# guard zones of GUARD bytes filled with GUARD_BYTE; a kernel that writes past either end of it
+# (the classic unguarded tail, y[i] for i == n) changes a guard, which is reported after the
+# call, naming the argument. Not seen: a write past a view's end that stays inside its
+# storage, one that jumps over the guard, and reads (the memory mode's AddressSanitizer sees
+# all of those, and runs without guards, which would hide them from it).
+GUARD = 4096  # a multiple of every element size and of 64: alignment is kept
+GUARD_BYTE = 0xA7
+
+
+class _Guarded:
+    """A storage's bytes between two guard zones: buffer[GUARD : GUARD + nbytes]."""
+
+    def __init__(self, storage):
+        import torch
+
+        self.nbytes = storage.numel()
+        self.buffer = torch.full((self.nbytes + 2 * GUARD,), GUARD_BYTE, dtype=torch.uint8)
+        self.buffer[GUARD : GUARD + self.nbytes].copy_(storage)
+
+    def contents(self):
+        return self.buffer[GUARD : GUARD + self.nbytes].clone()
+
+
+def _guard_violations(buffers: list) -> list[tuple[int, str]]:
+    """(storage index, what was written where) for each storage whose guards changed."""
+    found = []
+    for i, guarded in enumerate(buffers):
+        if not isinstance(guarded, _Guarded):
+            continue
+        buffer, n = guarded.buffer, guarded.nbytes
+        before = (buffer[:GUARD] != GUARD_BYTE).nonzero()
+        after = (buffer[GUARD + n :] != GUARD_BYTE).nonzero()
+        # Offsets in bytes from the start of the tensor's memory (its storage).
+        parts = []
+        if len(before):
+            parts.append(f"bytes {int(before[0]) - GUARD} to {int(before[-1]) - GUARD}")
+        if len(after):
+            parts.append(f"bytes {n + int(after[0])} to {n + int(after[-1])}")
+        if parts:
+            found.append((i, " and ".join(parts) + f", outside its memory (bytes 0 to {n - 1})"))
+    return found
 
 
 def _send(fd: int, obj) -> None:
@@ -136,11 +185,21 @@ def _serve(read_fd: int, write_fd: int, mode: str) -> None:
                     targets[target] = _source_library(mode, *target[1:])
             module = targets[target]
             module.configure(*settings)
-            args = _unpack(args, storages)
-            kwargs = _unpack(kwargs, storages)
+            names = module.storage_names(function, args) if hasattr(module, "storage_names") else {}
+            buffers = storages if mode == "memory" else [_Guarded(s) for s in storages]
+            args = _unpack(args, buffers)
+            kwargs = _unpack(kwargs, buffers)
             result = getattr(module, function)(*args, **kwargs)
+            violations = _guard_violations(buffers)
+            if violations:
+                what = "; ".join(f"{names.get(i, f'tensor argument #{i + 1}')}: {where}"
+                                 for i, where in violations)
+                raise RuntimeError(f"the kernel wrote outside the memory it was given: {what}. "
+                                   "Check the guard (if (i < n)) of its stores.")
             out_storages, out_index = [], {}
-            written = storages if target[0] == "source" else None
+            written = None
+            if target[0] == "source":
+                written = [b.contents() if isinstance(b, _Guarded) else b for b in buffers]
             counted = module.counter.take() if module.counter is not None else []
             reply = ("ok", _pack(result, out_storages, out_index), out_storages, written, counted)
         except Exception as error:  # reported to the caller as it was raised
@@ -237,7 +296,7 @@ class _Worker:
                 )
                 raise RuntimeError(
                     f"The emulated kernel ({self.mode} mode) {what}. The report:\n"
-                    + _tail(report)
+                    + _shorten(report)
                 ) from None
             self._forward_output()
             status, result, out_storages, in_storages, counted = reply
@@ -249,9 +308,13 @@ class _Worker:
             return _unpack(result, out_storages), in_storages, originals
 
 
-def _tail(text: str, limit: int = 12000) -> str:
+def _shorten(text: str, head: int = 200_000, tail: int = 20_000) -> str:
+    """A report as it is, unless it is huge: then its beginning (a sanitizer's first
+    report, with both accesses of a race) and its end (the kernel, block and thread)."""
     text = text.strip()
-    return text if len(text) <= limit else "...\n" + text[-limit:]
+    if len(text) <= head + tail:
+        return text
+    return f"{text[:head]}\n... ({len(text) - head - tail} characters left out) ...\n{text[-tail:]}"
 
 
 _workers: dict[str, _Worker] = {}
