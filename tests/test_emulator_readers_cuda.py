@@ -245,3 +245,14 @@ def test_writes_outside_a_tensor_are_reported_without_a_sanitizer(mode):
     # In bounds: no report, and the values arrive.
     m.unguarded_tail[1, 100](x, y, 100, outputs=["y"])
     assert_close(y, 2 * x)
+
+
+def test_softmax_example_matches_torch():
+    # The benchmark's kernel (tools/emulator_speed.py) computes a softmax: 37 rows on 40 warps,
+    # so three warps leave at once; 300 columns, not a multiple of 32.
+    source = pathlib.Path(__file__).parents[1] / "extensions" / "csrc" / "simt" / "examples" / "softmax_rows.cu"
+    m = emulator.load_source(source, timeout=300)
+    x = torch.randn(37, 300) * 10
+    y = torch.empty_like(x)
+    m.softmax_rows[5, 256](x, y, 37, 300, outputs=["y"])
+    assert_close(y, torch.softmax(x, 1))

@@ -3,12 +3,14 @@
 // cuda_fp16.h / cuda_bf16.h (host implementations of the half types).
 //
 // How it works. A launch runs the blocks of its grid one after another. The
-// threads of a block are fibers (ucontext) on the calling OS thread. A thread
-// runs until it reaches a collective (__syncthreads, __syncwarp, a shuffle, a
-// vote); the collective completes when every thread it names has arrived, and
-// those threads then go on. Because threads only switch at collectives, the
-// emulator knows, at every moment, where each thread of the block is, and can
-// say what is wrong instead of hanging:
+// threads of a block are fibers on the calling OS thread (a hand-written
+// x86-64 switch and stacks reused from block to block; ucontext elsewhere and
+// under the sanitizers). A thread runs until it reaches a collective
+// (__syncthreads, __syncwarp, a shuffle, a vote); the collective completes
+// when every thread it names has arrived, and those threads then go on.
+// Because threads only switch at collectives, the emulator knows, at every
+// moment, where each thread of the block is, and can say what is wrong instead
+// of hanging:
 //
 //   - a thread exits (or reaches another collective) while others wait for it
 //     at a collective whose mask names it;
@@ -80,6 +82,58 @@
 #include <sanitizer/tsan_interface.h>
 extern "C" void __tsan_ignore_thread_begin();
 extern "C" void __tsan_ignore_thread_end();
+#endif
+
+// Fast context switches. Without a sanitizer (whose fiber annotations are made
+// for ucontext), on x86-64, a thread switch saves and restores only what the
+// calling convention says a callee keeps (rbx, rbp, r12-r15, the stack pointer,
+// MXCSR and the x87 control word): glibc's swapcontext also saves the signal
+// mask, a system call per switch, which made a launch's cost that of its
+// switches. Elsewhere, and under the sanitizers, ucontext as before.
+#if !defined(SIMT_ASAN) && !defined(SIMT_TSAN) && defined(__x86_64__) && !defined(SIMT_UCONTEXT)
+#define SIMT_FAST_SWITCH 1
+// simt_switch_context(&save, load): saves the running context on its own stack,
+// stores that stack pointer in *save, and resumes the context whose stack
+// pointer is `load`. simt_fiber_start: where a new thread's first switch lands:
+// it calls r12(rbx) (the thread's entry, with its Thread*).
+asm(R"(
+  .pushsection .text
+  .weak simt_switch_context
+  .type simt_switch_context, @function
+simt_switch_context:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  subq $16, %rsp
+  stmxcsr 8(%rsp)
+  fnstcw (%rsp)
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  fldcw (%rsp)
+  ldmxcsr 8(%rsp)
+  addq $16, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size simt_switch_context, .-simt_switch_context
+  .weak simt_fiber_start
+  .type simt_fiber_start, @function
+simt_fiber_start:
+  movq %rbx, %rdi
+  callq *%r12
+  ud2
+  .size simt_fiber_start, .-simt_fiber_start
+  .popsection
+)");
+extern "C" void simt_switch_context(void** save, void* load);
+extern "C" void simt_fiber_start();
 #endif
 
 // ---- Declaration specifiers: their meaning on the emulator -----------------
@@ -212,7 +266,11 @@ struct Arrival {
 struct Block;
 
 struct Thread {
+#if defined(SIMT_FAST_SWITCH)
+  void* sp = nullptr;  // the saved stack pointer while it does not run
+#else
   ucontext_t context;
+#endif
   void* stack = nullptr;
   size_t stack_size = 0;
   uint3 idx{0, 0, 0};
@@ -266,7 +324,14 @@ struct Launch {
 inline Thread* current = nullptr;
 inline Block* current_block = nullptr;
 inline Launch* current_launch = nullptr;
+#if defined(SIMT_FAST_SWITCH)
+inline void* scheduler_sp = nullptr;
+// Thread stacks, reused from block to block (allocating and touching a fresh
+// 128 KiB stack for every thread cost more than most kernels' work).
+inline std::vector<void*> free_stacks;
+#else
 inline ucontext_t scheduler_context;
+#endif
 inline uint3 block_idx{0, 0, 0};
 inline dim3 block_dim{1, 1, 1};
 inline dim3 grid_dim{1, 1, 1};
@@ -325,7 +390,11 @@ inline void to_scheduler(Thread& self, bool finished) {
   __sanitizer_start_switch_fiber(finished ? nullptr : &self.fake_stack, scheduler_stack_bottom,
                                  scheduler_stack_size);
 #endif
+#if defined(SIMT_FAST_SWITCH)
+  simt_switch_context(&self.sp, scheduler_sp);
+#else
   swapcontext(&self.context, &scheduler_context);
+#endif
 #if defined(SIMT_ASAN)
   __sanitizer_finish_switch_fiber(self.fake_stack, nullptr, nullptr);
 #endif
@@ -350,7 +419,7 @@ inline void to_scheduler(Thread& self, bool finished) {
   std::abort();  // not reached: a failed block is never resumed
 }
 
-inline void entry(unsigned high, unsigned low);
+inline void thread_main(Thread& self);
 
 inline Thread& self_or_die(const char* what) {
   if (current == nullptr) {
@@ -383,8 +452,9 @@ inline std::string arrival_text(const Arrival& a) {
 
 inline bool same_collective(const Arrival& a, const Arrival& b) {
   return a.kind == b.kind && a.site.line() == b.site.line() &&
-         std::strcmp(a.site.file_name(), b.site.file_name()) == 0 &&
-         a.site.column() == b.site.column();
+         a.site.column() == b.site.column() &&
+         (a.site.file_name() == b.site.file_name() ||
+          std::strcmp(a.site.file_name(), b.site.file_name()) == 0);
 }
 
 // A thread of `self`'s warp by lane (null: the warp has no such lane).
@@ -458,14 +528,16 @@ inline void complete_warp_collective(Thread& self) {
 // The checks every collective of a warp makes on arrival.
 inline void check_warp_arrival(Thread& self) {
   const Arrival& mine = self.arrival;
-  const std::string here = format_site(mine.site) + ": " + kind_name(mine.kind) + " in " +
-                           where(self);
+  // Built only for a report (an arrival is checked at every collective).
+  const auto here = [&] {
+    return format_site(mine.site) + ": " + kind_name(mine.kind) + " in " + where(self);
+  };
   if (mine.width < 1 || mine.width > 32 || (mine.width & (mine.width - 1)) != 0) {
-    fail(self, here + ": width " + std::to_string(mine.width) +
+    fail(self, here() + ": width " + std::to_string(mine.width) +
                    " is not a power of two between 1 and 32");
   }
   if (!(mine.mask & (1u << self.lane))) {
-    fail(self, here + ": lane " + std::to_string(self.lane) + " is not in the mask " +
+    fail(self, here() + ": lane " + std::to_string(self.lane) + " is not in the mask " +
                    hex_mask(mine.mask) + " it passes (a lane must name itself)");
   }
   for (unsigned lane = 0; lane < 32; ++lane) {
@@ -473,7 +545,7 @@ inline void check_warp_arrival(Thread& self) {
     const bool named = mine.mask & (1u << lane);
     if (other == nullptr) {
       if (named) {
-        fail(self, here + ": the mask " + hex_mask(mine.mask) + " names lane " +
+        fail(self, here() + ": the mask " + hex_mask(mine.mask) + " names lane " +
                        std::to_string(lane) + ", which does not exist: the block has " +
                        std::to_string(self.block->threads.size()) +
                        " threads, so this warp is partial");
@@ -482,7 +554,7 @@ inline void check_warp_arrival(Thread& self) {
     }
     if (other == &self) continue;
     if (named && other->state == State::done) {
-      fail(self, here + " waits for lane " + std::to_string(lane) + " (threadIdx " +
+      fail(self, here() + " waits for lane " + std::to_string(lane) + " (threadIdx " +
                      format_dim(other->idx) + "), which has exited the kernel: the collective " +
                      "would never complete");
     }
@@ -491,22 +563,22 @@ inline void check_warp_arrival(Thread& self) {
                           (other->arrival.mask & (1u << self.lane));
     if (!named && !names_me) continue;
     if (other->arrival.kind == Kind::syncthreads) {
-      fail(self, here + " waits for lane " + std::to_string(lane) + " (threadIdx " +
+      fail(self, here() + " waits for lane " + std::to_string(lane) + " (threadIdx " +
                      format_dim(other->idx) + "), which waits at __syncthreads() at " +
                      format_site(other->arrival.site) + ": the warp diverged between collectives");
     }
     if (!same_collective(other->arrival, mine)) {
-      fail(self, here + " diverged: lane " + std::to_string(lane) + " (threadIdx " +
+      fail(self, here() + " diverged: lane " + std::to_string(lane) + " (threadIdx " +
                      format_dim(other->idx) + ") waits at " + arrival_text(other->arrival) +
                      " for this lane, which reached " + arrival_text(mine) + " instead");
     }
     if (other->arrival.mask != mine.mask) {
-      fail(self, here + ": lanes disagree on the mask: lane " + std::to_string(self.lane) +
+      fail(self, here() + ": lanes disagree on the mask: lane " + std::to_string(self.lane) +
                      " passes " + hex_mask(mine.mask) + ", lane " + std::to_string(lane) +
                      " passes " + hex_mask(other->arrival.mask));
     }
     if (other->arrival.size != mine.size) {
-      fail(self, here + ": lanes shuffle values of different sizes (" +
+      fail(self, here() + ": lanes shuffle values of different sizes (" +
                      std::to_string(mine.size) + " and " + std::to_string(other->arrival.size) +
                      " bytes)");
     }
@@ -558,27 +630,28 @@ inline void block_barrier(Thread& self) {
   tsan_release(&self.block->barrier_sync);
   {
     [[maybe_unused]] Internal internal;
-    const std::string here = format_site(self.arrival.site) + ": __syncthreads() in " +
-                             where(self);
+    const auto here = [&] {  // built only for a report
+      return format_site(self.arrival.site) + ": __syncthreads() in " + where(self);
+    };
     size_t arrived = 1;
     for (Thread& other : self.block->threads) {
       if (&other == &self) continue;
       if (other.state == State::done) {
-        fail(self, here + " waits for threadIdx " + format_dim(other.idx) +
+        fail(self, here() + " waits for threadIdx " + format_dim(other.idx) +
                        ", which has exited the kernel: not every thread of the block reaches "
                        "this barrier");
       }
       if (other.state != State::waiting) continue;
       if (other.arrival.kind != Kind::syncthreads) {
         if (other.warp == self.warp && (other.arrival.mask & (1u << self.lane))) {
-          fail(self, here + ": lane " + std::to_string(self.lane) + " diverged: lane " +
+          fail(self, here() + ": lane " + std::to_string(self.lane) + " diverged: lane " +
                          std::to_string(other.lane) + " (threadIdx " + format_dim(other.idx) +
                          ") waits for it at " + arrival_text(other.arrival));
         }
         continue;
       }
       if (!same_collective(other.arrival, self.arrival)) {
-        fail(self, here + ": threads of the block reach different barriers: threadIdx " +
+        fail(self, here() + ": threads of the block reach different barriers: threadIdx " +
                        format_dim(other.idx) + " waits at __syncthreads() at " +
                        format_site(other.arrival.site));
       }
@@ -621,8 +694,7 @@ inline void on_exit(Thread& self) {
   self.state = State::done;
 }
 
-inline void entry(unsigned high, unsigned low) {
-  Thread& self = *reinterpret_cast<Thread*>((static_cast<uintptr_t>(high) << 32) | low);
+inline void thread_main(Thread& self) {
 #if defined(SIMT_ASAN)
   __sanitizer_finish_switch_fiber(nullptr, &scheduler_stack_bottom, &scheduler_stack_size);
 #endif
@@ -643,6 +715,14 @@ inline void entry(unsigned high, unsigned low) {
   std::abort();  // a finished thread is never resumed
 }
 
+// Where a thread starts: ucontext passes ints, so its Thread* comes in halves.
+inline void entry(unsigned high, unsigned low) {
+  thread_main(*reinterpret_cast<Thread*>((static_cast<uintptr_t>(high) << 32) | low));
+}
+#if defined(SIMT_FAST_SWITCH)
+inline void fiber_entry(Thread* self) { thread_main(*self); }
+#endif
+
 inline size_t stack_size() {
 #if defined(SIMT_ASAN)
   return size_t{512} << 10;
@@ -659,11 +739,68 @@ inline void run_thread(Thread& t) {
 #if defined(SIMT_ASAN)
   __sanitizer_start_switch_fiber(&scheduler_fake_stack, t.stack, t.stack_size);
 #endif
+#if defined(SIMT_FAST_SWITCH)
+  simt_switch_context(&scheduler_sp, t.sp);
+#else
   swapcontext(&scheduler_context, &t.context);
+#endif
 #if defined(SIMT_ASAN)
   __sanitizer_finish_switch_fiber(scheduler_fake_stack, nullptr, nullptr);
 #endif
   current = nullptr;
+}
+
+// A thread's stack: a fresh one under the sanitizers (their view of a stack
+// starts with its allocation), else one from the pool when there is one.
+inline void* new_stack() {
+#if defined(SIMT_FAST_SWITCH)
+  if (!free_stacks.empty()) {
+    void* stack = free_stacks.back();
+    free_stacks.pop_back();
+    return stack;
+  }
+#endif
+  return std::malloc(stack_size());
+}
+
+inline void release_stack(void* stack) {
+#if defined(SIMT_FAST_SWITCH)
+  if (stack != nullptr) free_stacks.push_back(stack);
+#else
+  std::free(stack);
+#endif
+}
+
+// Make t start at thread_main when it first runs.
+inline void prepare_start(Thread& t) {
+#if defined(SIMT_FAST_SWITCH)
+  // The frame simt_switch_context pops: x87 control word and MXCSR (the
+  // scheduler's), r15, r14, r13, r12 (fiber_entry), rbx (&t), rbp, and the
+  // return address (simt_fiber_start); it leaves the stack pointer 16-byte
+  // aligned at simt_fiber_start's call, as the ABI wants.
+  auto top = (reinterpret_cast<uintptr_t>(t.stack) + t.stack_size) & ~uintptr_t{15};
+  auto* frame = reinterpret_cast<uint64_t*>(top - 88);
+  uint16_t control_word;
+  asm volatile("fnstcw %0" : "=m"(control_word));
+  frame[0] = control_word;
+  frame[1] = __builtin_ia32_stmxcsr();
+  frame[2] = 0;                                          // r15
+  frame[3] = 0;                                          // r14
+  frame[4] = 0;                                          // r13
+  frame[5] = reinterpret_cast<uint64_t>(&fiber_entry);   // r12
+  frame[6] = reinterpret_cast<uint64_t>(&t);             // rbx
+  frame[7] = 0;                                          // rbp
+  frame[8] = reinterpret_cast<uint64_t>(&simt_fiber_start);
+  t.sp = frame;
+#else
+  getcontext(&t.context);
+  t.context.uc_stack.ss_sp = t.stack;
+  t.context.uc_stack.ss_size = t.stack_size;
+  t.context.uc_link = nullptr;
+  const uintptr_t address = reinterpret_cast<uintptr_t>(&t);
+  makecontext(&t.context, reinterpret_cast<void (*)()>(&entry), 2,
+              static_cast<unsigned>(address >> 32), static_cast<unsigned>(address));
+#endif
 }
 
 inline void free_block(Block& block) {
@@ -671,7 +808,8 @@ inline void free_block(Block& block) {
 #if defined(SIMT_TSAN)
     if (t.tsan_fiber) __tsan_destroy_fiber(t.tsan_fiber);
 #endif
-    std::free(t.stack);
+    release_stack(t.stack);
+    t.stack = nullptr;
   }
   for (auto& slot : block.shared) std::free(slot.memory);
   std::free(block.dynamic_shared);
@@ -715,15 +853,9 @@ inline void run_block(Launch& launch, Block& block, std::mt19937_64& rng) {
     t.warp = i / 32;
     t.lane = i % 32;
     t.stack_size = stack_size();
-    t.stack = std::malloc(t.stack_size);
+    t.stack = new_stack();
     if (t.stack == nullptr) throw Error("simt: out of memory for thread stacks");
-    getcontext(&t.context);
-    t.context.uc_stack.ss_sp = t.stack;
-    t.context.uc_stack.ss_size = t.stack_size;
-    t.context.uc_link = nullptr;
-    const uintptr_t address = reinterpret_cast<uintptr_t>(&t);
-    makecontext(&t.context, reinterpret_cast<void (*)()>(&entry), 2,
-                static_cast<unsigned>(address >> 32), static_cast<unsigned>(address));
+    prepare_start(t);
 #if defined(SIMT_TSAN)
     t.tsan_fiber = __tsan_create_fiber(0);
     t.name = "blockIdx " + format_dim(block.idx) + " threadIdx " + format_dim(t.idx);
