@@ -625,6 +625,35 @@ def test_kernel_with_launch_bounds_launches():
     assert "templated" in module.unbound
 
 
+UNGUARDED = """
+__global__ void unguarded_tail(const float* x, float* y, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  y[i] = 2.0f * x[i % n];  // no if (i < n): the last block writes past y's end
+}
+__global__ void shifted(const float* x, float* out, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i - 1] = x[i];  // i = 0 writes one element before out's start
+}
+"""
+
+
+@pytest.mark.parametrize("mode", modes("fast", "races"))
+def test_writes_outside_a_tensor_are_reported_without_a_sanitizer(mode):
+    # Bug: in fast mode an unguarded tail write passed silently (or crashed the worker with an
+    # empty report). The guard zones around each tensor's memory in the worker catch it.
+    m = emulator.load_source(UNGUARDED, name="unguarded", mode=mode, timeout=300)
+    # Values whose bytes at the report's first and last byte differ from the zones' pattern
+    # (a written byte equal to the pattern's is not seen).
+    x, y = torch.arange(1.0, 101.0), torch.zeros(100)
+    with pytest.raises(RuntimeError, match=r"y: bytes 400 to 511, outside its memory \(bytes 0 to 399\)"):
+        m.unguarded_tail[1, 128](x, y, 100)
+    with pytest.raises(RuntimeError, match=r"out: bytes -4 to -1, outside"):
+        m.shifted[1, 32](x, y, 100)
+    # In bounds: no report, and the values arrive.
+    m.unguarded_tail[1, 100](x, y, 100, outputs=["y"])
+    assert_close(y, 2 * x)
+
+
 def test_compile_errors_point_at_the_source_line():
     with pytest.raises(RuntimeError, match=r"broken\.cu:3"):
         emulator.load_source("__global__ void k(float* x) {\n  x[0] = 1;\n  undefined_name = 2;\n}\n",

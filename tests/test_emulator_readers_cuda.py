@@ -37,8 +37,11 @@ def test_signatures_record_namespaces_and_template_parameters():
     # Bug: a kernel in a namespace was called unqualified by the launch glue (the build
     # failed), and a template's parameters were not known (no instantiation possible).
     kernels = {k.qualified: k for k in emulator.parse_kernels(SOURCE.read_text())}
-    assert list(kernels) == ["ops::scale", "v2::scale", "apply", "copy_chunks", "clamp_index", "affine"]
+    assert list(kernels) == ["ops::scale", "v2::scale", "apply", "copy_chunks", "clamp_index", "affine",
+                             "add4", "fill_bytes", "seed", "requires_scale"]
     assert kernels["copy_chunks"].template_parameters == ["T", "kPerThread"]
+    assert kernels["copy_chunks"].template_kinds == ["type", "value"]
+    assert kernels["copy_chunks"].template_required == 1  # kPerThread has a default
     assert kernels["apply"].namespace == ""  # an unnamed namespace adds no qualifier
     nested = emulator.parse_kernels(
         'extern "C" { }\nnamespace a::b { inline namespace c { template <class T, int... Ns>\n'
@@ -93,8 +96,45 @@ def test_template_kernels_launch_as_instantiations():
     # The instantiation's parameter types are checked like any kernel's.
     with pytest.raises(TypeError, match="needs a tensor of dtype torch.float64"):
         m.copy_chunks["double"][1, 32](x, yd, 77)
-    with pytest.raises(TypeError, match="takes 2 template arguments"):
+    with pytest.raises(TypeError, match="takes 1 to 2 template arguments"):
         m.copy_chunks["float", 4, 1]
+    # Built with the module, then one more on demand.
+    assert m.instantiations[:2] == [("copy_chunks", ("float", "4")), ("copy_chunks", ("double",))]
+
+
+def test_an_instantiation_that_does_not_build_leaves_the_module_working():
+    # Bug: the failed instantiation was kept, so every later launch of the module failed
+    # ("Could not load this library").
+    m = module()
+    before = list(m.instantiations)
+    with pytest.raises(RuntimeError, match=r"failed"):
+        m.requires_scale["float"]
+    assert m.instantiations == before
+    x, y = torch.ones(8), torch.empty(8)
+    m["ops::scale"][1, 32](x, y, 8, 2.0, outputs=["y"])
+    assert_close(y, 2 * x)
+
+
+def test_kernels_named_like_module_settings_are_items():
+    # Bug: a kernel named `seed` replaced the module's seed, and every launch failed.
+    m = module()
+    assert m.seed == 0
+    y = torch.empty(32)
+    m["seed"][1, 32](y, outputs=["y"])
+    assert (y == 7).all()
+
+
+def test_numbers_that_do_not_fit_their_parameter_are_refused():
+    m = module()
+    y = torch.zeros(4, dtype=torch.uint8)
+    m.fill_bytes[1, 32](y, 255, 4, outputs=["y"])
+    assert y.tolist() == [255] * 4
+    with pytest.raises(RuntimeError, match=r"value \(u8\) cannot hold 300 \(it holds 0 to 255\)"):
+        m.fill_bytes[1, 32](y, 300, 4)
+    with pytest.raises(RuntimeError, match=r"n \(uint\) cannot hold -1"):
+        m["ops::scale"][1, 32](torch.ones(4), torch.empty(4), -1, 1.0)
+    with pytest.raises(ValueError, match="does not fit in 64 bits"):
+        m.fill_bytes[1, 32](y, 2**70, 4)
 
 
 def test_cache_hint_loads_stores_and_mixed_sign_min():
@@ -109,6 +149,7 @@ def test_cache_hint_loads_stores_and_mixed_sign_min():
 def test_struct_parameters_are_explained():
     m = module()
     assert "takes Affine f by value" in m.unbound["affine"]
+    assert "takes float4 v by value" in m.unbound["add4"]  # CUDA's own struct, known to the glue
     x, y = torch.ones(4), torch.empty(4)
     with pytest.raises(RuntimeError, match=r"f \(Affine\) is not a number.*C\+\+ host function"):
         m.affine[1, 32](x, y, 4, 1.0)
@@ -167,12 +208,35 @@ def test_cooperative_groups_tiles_smaller_than_a_warp():
 
 
 def test_cooperative_groups_ranks_in_a_block_with_a_partial_warp():
-    # 80 threads: 3 warps (the last of 16 lanes), 10 tiles of 8.
-    out = torch.empty(80, 6, dtype=torch.int32)
+    # 80 threads: 3 warps (the last of 16 lanes), 10 tiles of 8; tiles of 4 cut from a
+    # warp's tile count within the warp (8 of them), as CUDA's do.
+    out = torch.empty(80, 9, dtype=torch.int32)
     cooperative().group_shape[1, 80](out, outputs=["out"])
     rank = torch.arange(80)
-    expected = torch.stack([rank % 32, rank // 32, torch.full_like(rank, 3),
-                            rank % 8, rank // 8, torch.full_like(rank, 10)], 1)
+    full = torch.full_like
+    expected = torch.stack([rank % 32, rank // 32, full(rank, 3), rank % 8, rank // 8,
+                            full(rank, 10), rank % 4, rank % 32 // 4, full(rank, 8)], 1)
+    assert out.tolist() == expected.tolist()
+
+
+def test_cooperative_groups_tile_shuffles_votes_and_bitwise_reductions():
+    x = torch.randint(0, 40, (64,), dtype=torch.int32)
+    x[20] = 45  # only the second tile has a value over 40
+    out = torch.empty(64, 8, dtype=torch.int32)
+    cooperative().tile_ops[1, 64](x, out, outputs=["out"])
+    tiles = x.view(4, 16)
+    rank = torch.arange(64)
+    base = rank // 16 * 16
+    expected = torch.stack([
+        x[base + 3],
+        torch.where(rank % 16 == 0, x, x[(rank - 1).clamp(min=0)]),
+        x[base + (rank % 16 ^ 5)],
+        (tiles > 40).any(1).int().repeat_interleave(16),
+        (tiles >= 0).all(1).int().repeat_interleave(16),
+        torch.tensor([int(functools.reduce(lambda a, b: a & b, t.tolist())) for t in tiles]).repeat_interleave(16),
+        torch.tensor([int(functools.reduce(lambda a, b: a | b, t.tolist())) for t in tiles]).repeat_interleave(16),
+        torch.tensor([int(functools.reduce(lambda a, b: a ^ b, t.tolist())) for t in tiles]).repeat_interleave(16),
+    ], 1)
     assert out.tolist() == expected.tolist()
 
 
@@ -214,39 +278,6 @@ def test_long_reports_keep_their_beginning():
     assert len(short) < 230_000 and "characters left out" in short
 
 
-UNGUARDED = """
-__global__ void unguarded_tail(const float* x, float* y, int n) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  y[i] = 2.0f * x[i % n];  // no if (i < n): the last block writes past y's end
-}
-__global__ void shifted(const float* x, float* out, int n) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i - 1] = x[i];  // i = 0 writes one element before out's start
-}
-"""
-
-
-@pytest.mark.parametrize("mode", ["fast", "races"])
-def test_writes_outside_a_tensor_are_reported_without_a_sanitizer(mode):
-    # Bug: in fast mode an unguarded tail write passed silently (or crashed the worker with an
-    # empty report).
-    from extending_pytorch.emulator import toolchain
-
-    try:
-        toolchain._runtime_library(mode)
-    except emulator.EmulatorUnavailable as error:
-        pytest.skip(str(error))
-    m = emulator.load_source(UNGUARDED, name="unguarded", mode=mode, timeout=300)
-    x, y = torch.randn(100), torch.zeros(100)
-    with pytest.raises(RuntimeError, match=r"y: bytes 400 to 511, outside its memory \(bytes 0 to 399\)"):
-        m.unguarded_tail[1, 128](x, y, 100)
-    with pytest.raises(RuntimeError, match=r"out: bytes -4 to -1, outside"):
-        m.shifted[1, 32](x, y, 100)
-    # In bounds: no report, and the values arrive.
-    m.unguarded_tail[1, 100](x, y, 100, outputs=["y"])
-    assert_close(y, 2 * x)
-
-
 def test_softmax_example_matches_torch():
     # The benchmark's kernel (tools/emulator_speed.py) computes a softmax: 37 rows on 40 warps,
     # so three warps leave at once; 300 columns, not a multiple of 32.
@@ -256,3 +287,26 @@ def test_softmax_example_matches_torch():
     y = torch.empty_like(x)
     m.softmax_rows[5, 256](x, y, 37, 300, outputs=["y"])
     assert_close(y, torch.softmax(x, 1))
+
+
+RECURSION = """
+__device__ __noinline__ float deep(int n) {
+  volatile float frame[256];
+  frame[n % 256] = n;
+  return n == 0 ? frame[0] : deep(n - 1) + frame[n % 256];
+}
+__global__ void recurse(float* y, int depth) { y[threadIdx.x] = deep(depth); }
+"""
+
+
+def test_a_stack_overflow_is_reported_naming_the_thread():
+    # Bug: recursing past a thread's 128 KiB stack wrote over the heap (a report naming a
+    # garbage threadIdx, or none). A page below each stack now stops it where it happens.
+    m = emulator.load_source(RECURSION, name="recursion", timeout=300)
+    y = torch.empty(32)
+    m.recurse[1, 32](y, 10, outputs=["y"])
+    assert (y == 55).all()
+    with pytest.raises(RuntimeError, match=r"signal 11 in kernel recurse .*blockIdx \(0,0,0\), threadIdx \(0,0,0\)"):
+        m.recurse[1, 32](y, 100_000)
+    m.recurse[1, 32](y, 10, outputs=["y"])  # a new worker, as good as the first
+    assert (y == 55).all()

@@ -46,18 +46,41 @@ __global__ void tiles_of_8(const int* x, int* minimum, int* maximum, unsigned* p
   }
 }
 
-// Each thread's rank in its tile of 32 and of 8, and the tiles' meta group rank and size.
+// Each thread's rank in its tile of 32 and of 8, the tiles' meta group rank and size,
+// and the same for tiles of 4 cut from the warp's tile (they count tiles of the warp).
 __global__ void group_shape(int* out) {
   auto block = cg::this_thread_block();
-  auto warp = cg::tiled_partition<32>(block);
+  cg::thread_block_tile<32, cg::thread_block> warp = cg::tiled_partition<32>(block);
   auto tile = cg::tiled_partition<8>(block);
-  int* mine = out + 6 * block.thread_rank();
-  mine[0] = warp.thread_rank();
+  auto quarter = cg::tiled_partition<4>(warp);
+  int* mine = out + 9 * block.thread_rank();
+  mine[0] = min(warp.thread_rank(), 1000u);  // unsigned int, as in CUDA
   mine[1] = warp.meta_group_rank();
   mine[2] = warp.meta_group_size();
   mine[3] = tile.thread_rank();
   mine[4] = tile.meta_group_rank();
   mine[5] = tile.meta_group_size();
+  mine[6] = quarter.thread_rank();
+  mine[7] = quarter.meta_group_rank();
+  mine[8] = quarter.meta_group_size();
+}
+
+// Tiles of 16: shuffles by rank, up and xor; votes; bitwise reductions; cg::sync.
+__global__ void tile_ops(const int* x, int* out) {
+  auto block = cg::this_thread_block();
+  cg::thread_block_tile<16> tile = cg::tiled_partition<16>(block);
+  const int v = x[block.thread_rank()];
+  int* mine = out + 8 * block.thread_rank();
+  mine[0] = tile.shfl(v, 3);                       // rank 3's value
+  mine[1] = tile.shfl_up(v, 1);                    // the previous rank's (rank 0: its own)
+  mine[2] = tile.shfl_xor(v, 5);
+  mine[3] = tile.any(v > 40);
+  mine[4] = tile.all(v >= 0);
+  mine[5] = cg::reduce(tile, v, cg::bit_and<int>());
+  mine[6] = cg::reduce(tile, v, cg::bit_or<int>());
+  cg::sync(tile);
+  mine[7] = cg::reduce(tile, v, cg::bit_xor<int>());
+  cg::sync(block);
 }
 
 __global__ void grid_barrier(float* x) {

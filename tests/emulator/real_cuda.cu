@@ -5,6 +5,7 @@
 #include <memory>
 
 typedef unsigned int uint;
+typedef unsigned char u8;
 enum class Op { add = 0, mul = 1 };
 struct Affine {
   float a, b;
@@ -57,6 +58,20 @@ __global__ void affine(const float* x, float* y, int n, Affine f) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) y[i] = f.a * x[i] + f.b;
 }
+
+__global__ void add4(float* y, float4 v) { y[threadIdx.x] += v.x + v.y + v.z + v.w; }
+
+__global__ void fill_bytes(unsigned char* y, u8 value, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = value;
+}
+
+// Named like a setting of the module: reachable as module["seed"].
+__global__ void seed(float* y) { y[threadIdx.x] = 7.0f; }
+
+// T needs a member `scale`: requires_scale<float> does not compile.
+template <typename T>
+__global__ void requires_scale(float* y) { y[threadIdx.x] = T::scale; }
 
 // Host code beside the kernels, using <memory>.
 inline std::unique_ptr<float[]> host_buffer(int n) { return std::make_unique<float[]>(n); }

@@ -48,6 +48,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -60,6 +61,7 @@
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <limits>
 #include <random>
 #include <source_location>
 #include <stdexcept>
@@ -90,7 +92,8 @@ extern "C" void __tsan_ignore_thread_end();
 // MXCSR and the x87 control word): glibc's swapcontext also saves the signal
 // mask, a system call per switch, which made a launch's cost that of its
 // switches. Elsewhere, and under the sanitizers, ucontext as before.
-#if !defined(SIMT_ASAN) && !defined(SIMT_TSAN) && defined(__x86_64__) && !defined(SIMT_UCONTEXT)
+#if !defined(SIMT_ASAN) && !defined(SIMT_TSAN) && defined(__x86_64__) && defined(__linux__) && \
+    !defined(SIMT_UCONTEXT)
 #define SIMT_FAST_SWITCH 1
 // simt_switch_context(&save, load): saves the running context on its own stack,
 // stores that stack pointer in *save, and resumes the context whose stack
@@ -99,6 +102,7 @@ extern "C" void __tsan_ignore_thread_end();
 asm(R"(
   .pushsection .text
   .weak simt_switch_context
+  .hidden simt_switch_context
   .type simt_switch_context, @function
 simt_switch_context:
   pushq %rbp
@@ -124,6 +128,7 @@ simt_switch_context:
   ret
   .size simt_switch_context, .-simt_switch_context
   .weak simt_fiber_start
+  .hidden simt_fiber_start
   .type simt_fiber_start, @function
 simt_fiber_start:
   movq %rbx, %rdi
@@ -309,6 +314,14 @@ struct Block {
   void* dynamic_shared = nullptr;
   char barrier_sync = 0;           // ThreadSanitizer's handle of the block barrier
   std::vector<char> warp_sync;     // ... and of each warp's __syncwarp
+  // Counts that spare a scan of every thread at each arrival and exit (a scan per
+  // thread made a block's cost grow with the square of its size): threads that
+  // have exited, threads waiting at the current __syncthreads, and the first of them.
+  unsigned exited = 0;
+  unsigned barrier_waiting = 0;
+  unsigned barrier_first = 0;
+  // Per warp: the lanes waiting at a warp collective, and the lanes that have exited.
+  std::vector<unsigned> warp_waiting, warp_exited;
 };
 
 struct Launch {
@@ -540,6 +553,24 @@ inline void check_warp_arrival(Thread& self) {
     fail(self, here() + ": lane " + std::to_string(self.lane) + " is not in the mask " +
                    hex_mask(mine.mask) + " it passes (a lane must name itself)");
   }
+  // Nothing to report, known without the scan below: every lane the mask names exists
+  // and has not exited, nobody is at a barrier, every lane waiting at a warp collective
+  // is named, and the first of them waits at this collective with this mask and size
+  // (lanes that name each other wait at the same collective: each arrival is checked).
+  {
+    const Block& block = *self.block;
+    const size_t in_warp = block.threads.size() - size_t{self.warp} * 32;
+    const unsigned present = in_warp >= 32 ? 0xffffffffu : (1u << in_warp) - 1u;
+    const unsigned waiting = block.warp_waiting[self.warp];
+    if ((mine.mask & ~present) == 0 && (mine.mask & block.warp_exited[self.warp]) == 0 &&
+        block.barrier_waiting == 0 && (waiting & ~mine.mask) == 0) {
+      if (waiting == 0) return;
+      const Arrival& first = block.threads[self.warp * 32 + __builtin_ctz(waiting)].arrival;
+      if (same_collective(first, mine) && first.mask == mine.mask && first.size == mine.size) {
+        return;
+      }
+    }
+  }
   for (unsigned lane = 0; lane < 32; ++lane) {
     Thread* other = lane_thread(self, lane);
     const bool named = mine.mask & (1u << lane);
@@ -606,18 +637,16 @@ inline void warp_collective(Thread& self) {
   {
     [[maybe_unused]] Internal internal;
     check_warp_arrival(self);
-    unsigned arrived = 1u << self.lane;
-    for (unsigned lane = 0; lane < 32; ++lane) {
-      Thread* other = lane_thread(self, lane);
-      if (other && other != &self && other->state == State::waiting &&
-          (self.arrival.mask & (1u << lane))) {
-        arrived |= 1u << lane;
-      }
-    }
+    // The lanes of the mask waiting here (check_warp_arrival made sure that every
+    // waiting lane the mask names waits at this very collective).
+    unsigned& waiting = self.block->warp_waiting[self.warp];
+    const unsigned arrived = (waiting & self.arrival.mask) | (1u << self.lane);
     if (arrived == self.arrival.mask) {
       complete_warp_collective(self);
+      waiting &= ~self.arrival.mask;
       self.arrival.kind = Kind::none;
     } else {
+      waiting |= 1u << self.lane;
       self.state = State::waiting;
     }
   }
@@ -633,8 +662,22 @@ inline void block_barrier(Thread& self) {
     const auto here = [&] {  // built only for a report
       return format_site(self.arrival.site) + ": __syncthreads() in " + where(self);
     };
-    size_t arrived = 1;
-    for (Thread& other : self.block->threads) {
+    Block& block = *self.block;
+    // Something to report: an exited thread, a lane of this warp waiting for this one
+    // at a warp collective, or waiters at another barrier. Only then the scan below,
+    // which names the first culprit in thread order.
+    bool report = block.exited > 0 ||
+                  (block.barrier_waiting > 0 &&
+                   !same_collective(block.threads[block.barrier_first].arrival, self.arrival));
+    for (unsigned lane = 0; lane < 32 && !report; ++lane) {
+      const Thread* other = lane_thread(self, lane);
+      report = other != nullptr && other != &self && other->state == State::waiting &&
+               other->arrival.kind != Kind::syncthreads &&
+               (other->arrival.mask & (1u << self.lane));
+    }
+    size_t arrived = 1 + block.barrier_waiting;
+    for (Thread& other : block.threads) {
+      if (!report) break;
       if (&other == &self) continue;
       if (other.state == State::done) {
         fail(self, here() + " waits for threadIdx " + format_dim(other.idx) +
@@ -655,17 +698,18 @@ inline void block_barrier(Thread& self) {
                        format_dim(other.idx) + " waits at __syncthreads() at " +
                        format_site(other.arrival.site));
       }
-      ++arrived;
     }
-    if (arrived == self.block->threads.size()) {
+    if (arrived == block.threads.size()) {
       int count = 0;
-      for (Thread& other : self.block->threads) count += other.arrival.predicate != 0;
-      for (Thread& other : self.block->threads) {
+      for (Thread& other : block.threads) count += other.arrival.predicate != 0;
+      for (Thread& other : block.threads) {
         other.result_bits = static_cast<unsigned>(count);
         other.arrival.kind = Kind::none;
         if (&other != &self) other.state = State::runnable;
       }
+      block.barrier_waiting = 0;
     } else {
+      if (block.barrier_waiting++ == 0) block.barrier_first = self.linear;
       self.state = State::waiting;
     }
   }
@@ -676,7 +720,13 @@ inline void block_barrier(Thread& self) {
 // A thread leaves the kernel: nobody may be waiting for it.
 inline void on_exit(Thread& self) {
   [[maybe_unused]] Internal internal;
-  for (Thread& other : self.block->threads) {
+  // With nobody at a barrier, only lanes of this warp can be waiting for this one.
+  const bool barrier = self.block->barrier_waiting > 0;
+  Thread* first = barrier ? self.block->threads.data() : lane_thread(self, 0);
+  Thread* last = barrier ? first + self.block->threads.size()
+                         : first + std::min<size_t>(32, self.block->threads.size() - self.warp * 32);
+  for (Thread* t = first; t != last; ++t) {
+    Thread& other = *t;
     if (other.state != State::waiting) continue;
     if (other.arrival.kind == Kind::syncthreads) {
       fail(self, format_site(other.arrival.site) + ": __syncthreads() in " + where(other) +
@@ -692,6 +742,8 @@ inline void on_exit(Thread& self) {
     }
   }
   self.state = State::done;
+  ++self.block->exited;
+  self.block->warp_exited[self.warp] |= 1u << self.lane;
 }
 
 inline void thread_main(Thread& self) {
@@ -759,8 +811,17 @@ inline void* new_stack() {
     free_stacks.pop_back();
     return stack;
   }
-#endif
+  // A page the thread may not touch below its stack: recursing past the stack's end
+  // crashes there (the crash report names the thread) instead of corrupting the heap.
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* mapping = mmap(nullptr, stack_size() + page, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mapping == MAP_FAILED) return nullptr;
+  mprotect(mapping, page, PROT_NONE);
+  return static_cast<char*>(mapping) + page;
+#else
   return std::malloc(stack_size());
+#endif
 }
 
 inline void release_stack(void* stack) {
@@ -841,6 +902,9 @@ inline void run_block(Launch& launch, Block& block, std::mt19937_64& rng) {
   block.warps = (n + 31) / 32;
   block.warp_sync.assign(block.warps, 0);
   block.error.clear();
+  block.exited = block.barrier_waiting = block.barrier_first = 0;
+  block.warp_waiting.assign(block.warps, 0);
+  block.warp_exited.assign(block.warps, 0);
   if (launch.dynamic_shared > 0) {
     block.dynamic_shared = std::aligned_alloc(16, (launch.dynamic_shared + 15) / 16 * 16);
     if (options().fill_shared) std::memset(block.dynamic_shared, 0xff, launch.dynamic_shared);
@@ -1035,26 +1099,44 @@ T from_bits(unsigned short bits) {
 
 // A number from Python for a kernel parameter whose type only the compiler knows (a
 // typedef such as `uint`, an enum, a template argument): the launch glue converts it to
-// the parameter's type, and refuses a type that is not a number.
+// the parameter's type, and refuses a value that does not fit and a type that is not a
+// number.
 struct Number {
-  double real;              // the value, if it came as a float
+  double real;              // the value (rounded, if it came as a large int)
   unsigned long long bits;  // the value modulo 2^64, if it came as an int
-  int is_real;
+  int is_real;              // it came as a float
+  int negative;
 };
 
 template <typename T>
+inline constexpr bool is_number_v =
+    std::is_arithmetic_v<T> || std::is_enum_v<T> ||
+    (std::is_constructible_v<T, float> && !std::is_aggregate_v<T>);  // __half, __nv_bfloat16
+
+template <typename T>
 T from_number(const Number& n, const char* kernel, const char* parameter, const char* type) {
-  const auto refuse = [&](const char* why) {
+  const auto refuse = [&](const std::string& why) {
     return Error(std::string("simt: ") + kernel + ": parameter " + parameter + " (" + type +
                  ") " + why);
   };
   if constexpr (std::is_integral_v<T> || std::is_enum_v<T>) {
+    using I = std::conditional_t<std::is_enum_v<T>, std::underlying_type<T>,
+                                 std::type_identity<T>>::type;
     if (n.is_real) throw refuse("is an integer type; got a float from Python");
-    return static_cast<T>(n.bits);
+    const auto low = static_cast<long long>(std::numeric_limits<I>::min());
+    const auto high = static_cast<unsigned long long>(std::numeric_limits<I>::max());
+    const bool fits = n.negative ? static_cast<long long>(n.bits) >= low : n.bits <= high;
+    if (!fits) {
+      const std::string value = n.negative ? std::to_string(static_cast<long long>(n.bits))
+                                           : std::to_string(n.bits);
+      throw refuse("cannot hold " + value + " (it holds " + std::to_string(low) + " to " +
+                   std::to_string(high) + ")");
+    }
+    return static_cast<T>(static_cast<I>(n.bits));
   } else if constexpr (std::is_floating_point_v<T>) {
-    return static_cast<T>(n.is_real ? n.real : static_cast<double>(static_cast<long long>(n.bits)));
-  } else if constexpr (std::is_constructible_v<T, float> && !std::is_aggregate_v<T>) {  // __half
-    return T(static_cast<float>(n.is_real ? n.real : static_cast<double>(static_cast<long long>(n.bits))));
+    return static_cast<T>(n.real);
+  } else if constexpr (is_number_v<T>) {
+    return T(static_cast<float>(n.real));
   } else {
     throw refuse(
         "is not a number: from Python the emulator passes numbers and tensors (pointers); "

@@ -119,9 +119,14 @@ class KernelSignature:
     (empty for a kernel that is not a template)."""
 
     def __init__(self, name: str, parameters: list[Parameter], line: int,
-                 template_parameters: list[str] | None = None, namespace: str = ""):
+                 template_parameters: list[str] | None = None, namespace: str = "",
+                 template_kinds: list[str] | None = None, template_required: int | None = None):
         self.name, self.parameters, self.line = name, parameters, line
         self.template_parameters = list(template_parameters or [])
+        # "type" (typename, class) or "value" for each; how many have no default.
+        self.template_kinds = list(template_kinds or ["type"] * len(self.template_parameters))
+        self.template_required = (len(self.template_parameters) if template_required is None
+                                  else template_required)
         self.namespace = namespace
 
     @property
@@ -184,9 +189,12 @@ class Binding:
     with its parameters' types as the instantiation makes them."""
 
     def __init__(self, kernel: KernelSignature, arguments: tuple[str, ...] = ()):
-        if len(arguments) > len(kernel.template_parameters):
-            raise TypeError(f"{kernel.qualified} takes {len(kernel.template_parameters)} template "
-                            f"arguments ({', '.join(kernel.template_parameters) or 'none'}), got "
+        if not kernel.template_required <= len(arguments) <= len(kernel.template_parameters):
+            count = (f"{len(kernel.template_parameters)}" if kernel.template_required ==
+                     len(kernel.template_parameters) else
+                     f"{kernel.template_required} to {len(kernel.template_parameters)}")
+            raise TypeError(f"{kernel.qualified} takes {count} template arguments "
+                            f"({', '.join(kernel.template_parameters) or 'none'}), got "
                             f"{len(arguments)}: <{', '.join(arguments)}>")
         self.kernel, self.arguments = kernel, tuple(arguments)
         given = dict(zip(kernel.template_parameters, arguments))
@@ -274,17 +282,18 @@ def parse_kernels(text: str) -> list[KernelSignature]:
             continue
         seen.add(qualified)
         params = [Parameter(p, k) for k, p in enumerate(_split_top_level(text[open_paren + 1 : i]))]
+        names, kinds, required = _template_parameters(text, mask, statement_start, m.start())
         kernels.append(KernelSignature(name, params, text.count("\n", 0, m.start()) + 1,
-                                       _template_parameters(text, mask, statement_start, m.start()),
-                                       namespace))
+                                       names, namespace, kinds, required))
     return kernels
 
 
-def _template_parameters(text: str, mask: str, start: int, end: int) -> list[str]:
-    """The names in the `template <...>` between start and end (none: [])."""
+def _template_parameters(text: str, mask: str, start: int, end: int):
+    """The `template <...>` between start and end: its parameters' names, their kinds
+    ("type" or "value") and how many have no default (none: [], [], 0)."""
     m = re.search(r"\btemplate\s*<", mask[start:end])
     if m is None:
-        return []
+        return [], [], 0
     open_angle = start + m.end() - 1
     depth, close = 0, end
     for j in range(open_angle, end):
@@ -292,12 +301,15 @@ def _template_parameters(text: str, mask: str, start: int, end: int) -> list[str
         if depth == 0:
             close = j
             break
-    names = []
+    names, kinds, required = [], [], 0
     for k, declaration in enumerate(_split_top_level(text[open_angle + 1 : close])):
-        declaration = declaration.split("=")[0]
-        found = re.search(r"([A-Za-z_]\w*)\s*(\.\.\.)?\s*$", declaration.replace("...", " "))
+        head, _, default = declaration.partition("=")
+        found = re.search(r"([A-Za-z_]\w*)\s*(\.\.\.)?\s*$", head.replace("...", " "))
         names.append(found.group(1) if found else f"_T{k}")
-    return names
+        kinds.append("type" if re.match(r"\s*(typename|class)\b", head) else "value")
+        if not default.strip() and "..." not in head:
+            required = k + 1
+    return names, kinds, required
 
 
 def _namespace_at(mask: str, position: int) -> str:
@@ -321,6 +333,7 @@ def _thunks(bindings: list[Binding]) -> str:
     lines = [
         '#line 1 "<simt launch glue>"',
         "#include <cstdio>",
+        "#include <string>",
         'extern "C" void simt_configure(int schedule, unsigned long long seed, unsigned max_grid_x) {',
         "  ::simt::configure(static_cast<::simt::Schedule>(schedule), seed, max_grid_x);",
         "}",
@@ -339,6 +352,16 @@ def _thunks(bindings: list[Binding]) -> str:
                             f"*static_cast<const ::simt::detail::Number*>(args[{i}]), "
                             f'"{binding.key}", "{p.name}", "{p.base}")')
         call_args = ", ".join(args)
+        # Which parameters take a struct (for module.unbound): names the compiler decides.
+        checks = " + ".join(
+            f'(::simt::detail::is_number_v<{p.base}> ? "" : "{p.name},")'
+            for p in binding.parameters if not p.pointer and not p.known) or '""'
+        lines += [
+            f'extern "C" const char* simt_structs_{number}() {{',
+            f"  static const std::string names = std::string() + {checks};",
+            "  return names.c_str();",
+            "}",
+        ]
         callee = "::" + binding.kernel.qualified
         if binding.kernel.template:
             callee += f"<{', '.join(binding.arguments)}>"

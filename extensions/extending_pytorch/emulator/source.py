@@ -40,13 +40,17 @@ from extending_pytorch.simt_rewrite import rewrite
 class _Number(ctypes.Structure):
     """simt::detail::Number: a number for a parameter whose type only the compiler knows."""
 
-    _fields_ = [("real", ctypes.c_double), ("bits", ctypes.c_ulonglong), ("is_real", ctypes.c_int)]
+    _fields_ = [("real", ctypes.c_double), ("bits", ctypes.c_ulonglong),
+                ("is_real", ctypes.c_int), ("negative", ctypes.c_int)]
 
 
-def _number(value) -> _Number:
+def _number(value, name: str) -> _Number:
     if isinstance(value, float):
-        return _Number(value, 0, 1)
-    return _Number(0.0, int(value) & (2**64 - 1), 0)
+        return _Number(value, 0, 1, value < 0)
+    value = int(value)
+    if not -(2**63) <= value < 2**64:
+        raise ValueError(f"{name}: {value} does not fit in 64 bits")
+    return _Number(float(value), value & (2**64 - 1), 0, value < 0)
 
 
 def _bindings(kernels: list[KernelSignature], instantiations) -> list[Binding]:
@@ -71,6 +75,17 @@ class _SourceLibrary:
             ctypes.c_int(SCHEDULES.index(schedule)), ctypes.c_ulonglong(seed), ctypes.c_uint(max_blocks)
         )
 
+    def describe(self) -> dict[str, list[str]]:
+        """Kernel -> its parameters that take a struct by value (the compiled glue knows)."""
+        structs = {}
+        for key, (number, binding) in self.bindings.items():
+            fn = getattr(self.library, f"simt_structs_{number}")
+            fn.restype = ctypes.c_char_p
+            names = fn().decode().rstrip(",")
+            if names:
+                structs[key] = names.split(",")
+        return structs
+
     def storage_names(self, function, args) -> dict[int, str]:
         """Storage index -> the parameters (of a launch's packed arguments) that use it."""
         if function != "launch":
@@ -93,7 +108,7 @@ class _SourceLibrary:
             elif p.known:
                 cell = _SCALARS[p.base](value)
             else:
-                cell = _number(value)
+                cell = _number(value, f"{key}: {p.name} ({p.type})")
             keep.append(cell)
             pointers[i] = ctypes.cast(ctypes.pointer(cell), ctypes.c_void_p)
         error = ctypes.create_string_buffer(16384)
@@ -282,9 +297,12 @@ class EmulatedModule:
         self._launchers = {}
         for k in self.kernels.values():
             self._launchers[k.qualified] = TemplateKernel(self, k) if k.template else Kernel(self, Binding(k))
+        self._structs: dict[str, list[str]] = {}
         names = [k.name for k in self.kernels.values()]
         for k in self.kernels.values():
-            if names.count(k.name) == 1 and not hasattr(type(self), k.name):
+            # A kernel named like the module's own attributes (seed, mode, ...) is an
+            # item only: module["seed"].
+            if names.count(k.name) == 1 and not hasattr(self, k.name):
                 setattr(self, k.name, self._launchers[k.qualified])
         for text in instantiate:
             name, arguments = parse_instantiation(text)
@@ -315,12 +333,24 @@ class EmulatedModule:
         return binding
 
     def _instantiation(self, kernel: KernelSignature, arguments: tuple[str, ...]) -> Kernel:
+        known = len(self.instantiations)
         binding = self._add(kernel, arguments)
-        # Build now (in the worker), so that a compiler error comes with the instantiation.
-        _worker(counting_mode(self.mode)).call(
-            self._target(), "configure", _settings(self.schedule, self.seed, self.max_blocks),
-            (self.schedule, self.seed, self.max_blocks), {}, self.timeout)
+        if len(self.instantiations) > known:
+            # Build now (in the worker), so that a compiler error comes with the
+            # instantiation; one that does not build is not kept.
+            try:
+                self._describe()
+            except Exception:
+                del self.instantiations[known:]
+                del self._launchers[binding.key]
+                raise
         return self._launchers[binding.key]
+
+    def _describe(self) -> None:
+        """Build and load (in the worker); learn which parameters take structs."""
+        self._structs = _worker(counting_mode(self.mode)).call(
+            self._target(), "describe", _settings(self.schedule, self.seed, self.max_blocks),
+            (), {}, self.timeout)[0]
 
     def _target(self):
         """What the worker builds and loads: the source and the instantiations asked for."""
@@ -331,13 +361,16 @@ class EmulatedModule:
         """Kernels that cannot be launched from Python as they are, and why."""
         reasons = {}
         for k in self.kernels.values():
-            structs = _struct_parameters(k, self._declarations)
+            # Known from the build for a kernel that is not a template; for a template, from
+            # its source (a template-id, or a struct or class it or its local headers define).
+            structs = ([p for p in k.parameters if p.name in self._structs.get(k.qualified, ())]
+                       if not k.template else _struct_parameters(k, self._declarations))
             if structs:
                 reasons[k.qualified] = (
                     f"takes {', '.join(map(repr, structs))} by value: Python cannot build a struct; "
                     "launch it through a C++ host function of the source")
             elif k.template:
-                example = ", ".join(["float"] * len(k.template_parameters))
+                example = ", ".join("float" if kind == "type" else "4" for kind in k.template_kinds)
                 reasons[k.qualified] = (
                     f"a template: launch an instantiation, module[{k.qualified!r}][{example}][grid, block](...)"
                     if k.namespace else
@@ -390,7 +423,5 @@ def load_source(source, *, mode="fast", name="kernel", schedule="forward", seed=
         instantiate = [instantiate]
     cuda_include_dir()
     module = EmulatedModule(text, filename, mode, schedule, seed, max_blocks, timeout, instantiate)
-    # Build now (in the worker), so that errors come with the load.
-    _worker(counting_mode(mode)).call(module._target(), "configure",
-                       _settings(schedule, seed, max_blocks), (schedule, seed, max_blocks), {}, timeout)
+    module._describe()  # builds now (in the worker), so that errors come with the load
     return module

@@ -322,7 +322,7 @@ _BUILD_HINTS = [
     (r"No such file or directory",
      "the emulator looks for #include files next to the source, in its own stand-ins "
      "(extensions/csrc/simt/include) and in CUDA's include directory (emulator.cuda_include_description())"),
-    (r"[‘'](__\w+)[’'] was not declared in this scope",
+    (r"[‘'](__\w+|atomic\w+|\w+_sync|\w+_block|\w+_system)[’'] was not declared in this scope",
      "a CUDA intrinsic the emulator does not provide (simt.h lists those it has, under "
      "'Device functions that have a plain host meaning')"),
     (r"no such instruction|unknown instruction|invalid instruction|\basm\b",
@@ -344,7 +344,8 @@ def summarize_build_error(text: str, mode: str, log: pathlib.Path) -> str:
         first = next((i for i, line in enumerate(lines) if "error" in line.lower()), 0)
     context = [lines[first]]
     for line in lines[first + 1 : first + 6]:
-        if re.search(r":\d+:(\d+:)? |^ninja:|^FAILED:|^\[\d+/\d+\]", line):
+        if re.search(r":\d+:(\d+:)? |^ninja:|^FAILED:|^\[\d+/\d+\]|^In file included from|^\s+from ",
+                     line):
             break
         context.append(line)
     # The "In file included from ..." lines just before it say where the header came from.

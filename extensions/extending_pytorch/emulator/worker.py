@@ -80,13 +80,20 @@ def _unpack(value, storages: list):
 # ---- Guard zones: writes outside a tensor's memory, seen without a sanitizer -----------------
 #
 # In the fast and races modes each storage a call is given lives, in the worker, between two
-# guard zones of GUARD bytes filled with GUARD_BYTE; a kernel that writes past either end of it
+# guard zones of GUARD bytes of a known pattern; a kernel that writes past either end of it
 # (the classic unguarded tail, y[i] for i == n) changes a guard, which is reported after the
 # call, naming the argument. Not seen: a write past a view's end that stays inside its
 # storage, one that jumps over the guard, and reads (the memory mode's AddressSanitizer sees
 # all of those, and runs without guards, which would hide them from it).
 GUARD = 4096  # a multiple of every element size and of 64: alignment is kept
-GUARD_BYTE = 0xA7
+
+
+def _guard_pattern():
+    """The zones' bytes: they change from byte to byte, so that a kernel storing one
+    constant (0, or any byte) past the end is seen wherever it lands."""
+    import torch
+
+    return ((torch.arange(GUARD) * 167 + 0xA7) % 251).to(torch.uint8)
 
 
 class _Guarded:
@@ -96,7 +103,9 @@ class _Guarded:
         import torch
 
         self.nbytes = storage.numel()
-        self.buffer = torch.full((self.nbytes + 2 * GUARD,), GUARD_BYTE, dtype=torch.uint8)
+        self.buffer = torch.empty(self.nbytes + 2 * GUARD, dtype=torch.uint8)
+        self.buffer[:GUARD] = _guard_pattern()
+        self.buffer[GUARD + self.nbytes :] = _guard_pattern()
         self.buffer[GUARD : GUARD + self.nbytes].copy_(storage)
 
     def contents(self):
@@ -110,8 +119,8 @@ def _guard_violations(buffers: list) -> list[tuple[int, str]]:
         if not isinstance(guarded, _Guarded):
             continue
         buffer, n = guarded.buffer, guarded.nbytes
-        before = (buffer[:GUARD] != GUARD_BYTE).nonzero()
-        after = (buffer[GUARD + n :] != GUARD_BYTE).nonzero()
+        before = (buffer[:GUARD] != _guard_pattern()).nonzero()
+        after = (buffer[GUARD + n :] != _guard_pattern()).nonzero()
         # Offsets in bytes from the start of the tensor's memory (its storage).
         parts = []
         if len(before):
@@ -195,7 +204,8 @@ def _serve(read_fd: int, write_fd: int, mode: str) -> None:
                 what = "; ".join(f"{names.get(i, f'tensor argument #{i + 1}')}: {where}"
                                  for i, where in violations)
                 raise RuntimeError(f"the kernel wrote outside the memory it was given: {what}. "
-                                   "Check the guard (if (i < n)) of its stores.")
+                                   "Check the guard (if (i < n)) of its stores. (Its other "
+                                   "writes are not copied back.)")
             out_storages, out_index = [], {}
             written = None
             if target[0] == "source":

@@ -5,7 +5,8 @@
 // collectives (so its rules and reports apply to a tile as to a warp):
 //   - thread_block: this_thread_block(), sync(), thread_rank(), size() /
 //     num_threads(), group_index(), thread_index(), group_dim() / dim_threads();
-//   - thread_block_tile<N> for N = 1, 2, 4, 8, 16, 32 (tiled_partition<N>(parent)):
+//   - thread_block_tile<N> for N = 1, 2, 4, 8, 16, 32 (tiled_partition<N>(parent), the
+//     parent a block or a larger tile):
 //     sync(), thread_rank(), size() / num_threads(), meta_group_rank(),
 //     meta_group_size(), shfl, shfl_up, shfl_down, shfl_xor, any, all, ballot;
 //   - reduce(tile, value, op) with plus, less (the minimum), greater (the maximum),
@@ -35,9 +36,9 @@ class thread_block {
   void sync(std::source_location site = std::source_location::current()) const {
     __syncthreads(site);
   }
-  unsigned long long thread_rank() const { return details::block_rank(); }
-  unsigned long long num_threads() const { return details::block_threads(); }
-  unsigned long long size() const { return num_threads(); }
+  unsigned int thread_rank() const { return details::block_rank(); }
+  unsigned int num_threads() const { return details::block_threads(); }
+  unsigned int size() const { return num_threads(); }
   dim3 group_index() const { return dim3(blockIdx.x, blockIdx.y, blockIdx.z); }
   dim3 thread_index() const { return dim3(threadIdx.x, threadIdx.y, threadIdx.z); }
   dim3 group_dim() const { return blockDim; }
@@ -46,12 +47,21 @@ class thread_block {
 
 inline thread_block this_thread_block() { return thread_block(); }
 
+// thread_block_tile<N> (ParentT void) is the tile; thread_block_tile<N, ParentT>, what
+// tiled_partition returns, converts to it, as in CUDA.
+template <unsigned Size, typename ParentT = void>
+class thread_block_tile;
+
 template <unsigned Size>
-class thread_block_tile {
+class thread_block_tile<Size, void> {
   static_assert(Size >= 1 && Size <= 32 && (Size & (Size - 1)) == 0,
                 "simt: thread_block_tile<N>: N must be a power of two up to 32");
 
  public:
+  // This thread's rank in the group partitioned, and that group's size.
+  thread_block_tile(unsigned int parent_rank, unsigned int parent_size)
+      : parent_rank_(parent_rank), parent_size_(parent_size) {}
+
   // The lanes of this tile that the block has.
   unsigned mask() const {
     const unsigned rank = details::block_rank();
@@ -65,13 +75,11 @@ class thread_block_tile {
   void sync(std::source_location site = std::source_location::current()) const {
     __syncwarp(mask(), site);
   }
-  unsigned long long thread_rank() const { return details::block_rank() % Size; }
-  unsigned long long num_threads() const { return Size; }
-  unsigned long long size() const { return Size; }
-  unsigned long long meta_group_rank() const { return details::block_rank() / Size; }
-  unsigned long long meta_group_size() const {
-    return (details::block_threads() + Size - 1) / Size;
-  }
+  unsigned int thread_rank() const { return parent_rank_ % Size; }
+  unsigned int num_threads() const { return Size; }
+  unsigned int size() const { return Size; }
+  unsigned int meta_group_rank() const { return parent_rank_ / Size; }
+  unsigned int meta_group_size() const { return (parent_size_ + Size - 1) / Size; }
 
   template <typename T>
   T shfl(T var, int src_rank, std::source_location site = std::source_location::current()) const {
@@ -104,19 +112,30 @@ class thread_block_tile {
     const unsigned bits = __ballot_sync(mask(), predicate, site);
     return Size == 32 ? bits : (bits >> (details::block_rank() % 32 / Size * Size)) & ((1u << Size) - 1u);
   }
+
+ private:
+  unsigned int parent_rank_, parent_size_;
 };
 
+template <unsigned Size, typename ParentT>
+class thread_block_tile : public thread_block_tile<Size, void> {
+ public:
+  using thread_block_tile<Size, void>::thread_block_tile;
+};
+
+// A tile of a block, or of a larger tile: its meta group rank and size count the tiles
+// of that parent.
 template <unsigned Size, typename Parent>
-thread_block_tile<Size> tiled_partition(const Parent&) {
-  return thread_block_tile<Size>();
+thread_block_tile<Size, Parent> tiled_partition(const Parent& parent) {
+  return thread_block_tile<Size, Parent>(parent.thread_rank(), parent.num_threads());
 }
 
 inline void sync(const thread_block& g,
                  std::source_location site = std::source_location::current()) {
   g.sync(site);
 }
-template <unsigned Size>
-void sync(const thread_block_tile<Size>& g,
+template <unsigned Size, typename ParentT>
+void sync(const thread_block_tile<Size, ParentT>& g,
           std::source_location site = std::source_location::current()) {
   g.sync(site);
 }
@@ -162,8 +181,8 @@ struct bit_xor {
 };
 
 // Every lane of the tile receives op over the tile's values (a butterfly of shfl_xor).
-template <unsigned Size, typename T, typename Op>
-T reduce(const thread_block_tile<Size>& tile, T value, Op op,
+template <unsigned Size, typename ParentT, typename T, typename Op>
+T reduce(const thread_block_tile<Size, ParentT>& tile, T value, Op op,
          std::source_location site = std::source_location::current()) {
   for (unsigned offset = Size / 2; offset > 0; offset /= 2) {
     value = op(value, tile.shfl_xor(value, offset, site));
