@@ -138,11 +138,6 @@ class KernelSignature:
         """The name C++ code outside every namespace calls it by."""
         return f"{self.namespace}::{self.name}" if self.namespace else self.name
 
-    @property
-    def bindable(self) -> bool:
-        """Launchable from Python as it is (a template needs its arguments first)."""
-        return not self.template
-
     def __repr__(self):
         template = f"template <{', '.join(self.template_parameters)}> " if self.template else ""
         return f"{template}__global__ void {self.qualified}({', '.join(map(repr, self.parameters))})"
