@@ -342,6 +342,8 @@ inline void* scheduler_sp = nullptr;
 // Thread stacks, reused from block to block (allocating and touching a fresh
 // 128 KiB stack for every thread cost more than most kernels' work).
 inline std::vector<void*> free_stacks;
+// The floating-point control state a block's threads start with: the scheduler's.
+inline uint64_t start_control_word = 0x37f, start_mxcsr = 0x1f80;
 #else
 inline ucontext_t scheduler_context;
 #endif
@@ -720,8 +722,15 @@ inline void block_barrier(Thread& self) {
 // A thread leaves the kernel: nobody may be waiting for it.
 inline void on_exit(Thread& self) {
   [[maybe_unused]] Internal internal;
-  // With nobody at a barrier, only lanes of this warp can be waiting for this one.
+  // With nobody at a barrier, only lanes of this warp can be waiting for this one; with
+  // none of them waiting at a warp collective either, nobody is.
   const bool barrier = self.block->barrier_waiting > 0;
+  if (!barrier && self.block->warp_waiting[self.warp] == 0) {
+    self.state = State::done;
+    ++self.block->exited;
+    self.block->warp_exited[self.warp] |= 1u << self.lane;
+    return;
+  }
   Thread* first = barrier ? self.block->threads.data() : lane_thread(self, 0);
   Thread* last = barrier ? first + self.block->threads.size()
                          : first + std::min<size_t>(32, self.block->threads.size() - self.warp * 32);
@@ -841,10 +850,8 @@ inline void prepare_start(Thread& t) {
   // aligned at simt_fiber_start's call, as the ABI wants.
   auto top = (reinterpret_cast<uintptr_t>(t.stack) + t.stack_size) & ~uintptr_t{15};
   auto* frame = reinterpret_cast<uint64_t*>(top - 88);
-  uint16_t control_word;
-  asm volatile("fnstcw %0" : "=m"(control_word));
-  frame[0] = control_word;
-  frame[1] = __builtin_ia32_stmxcsr();
+  frame[0] = start_control_word;  // the scheduler's, read when the block started
+  frame[1] = start_mxcsr;
   frame[2] = 0;                                          // r15
   frame[3] = 0;                                          // r14
   frame[4] = 0;                                          // r13
@@ -905,6 +912,14 @@ inline void run_block(Launch& launch, Block& block, std::mt19937_64& rng) {
   block.exited = block.barrier_waiting = block.barrier_first = 0;
   block.warp_waiting.assign(block.warps, 0);
   block.warp_exited.assign(block.warps, 0);
+#if defined(SIMT_FAST_SWITCH)
+  {
+    uint16_t word;
+    asm volatile("fnstcw %0" : "=m"(word));
+    start_control_word = word;
+    start_mxcsr = __builtin_ia32_stmxcsr();
+  }
+#endif
   if (launch.dynamic_shared > 0) {
     block.dynamic_shared = std::aligned_alloc(16, (launch.dynamic_shared + 15) / 16 * 16);
     if (options().fill_shared) std::memset(block.dynamic_shared, 0xff, launch.dynamic_shared);

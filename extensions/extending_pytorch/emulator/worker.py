@@ -30,9 +30,10 @@ from extending_pytorch.emulator.toolchain import (
 #
 # A tensor travels as its whole storage (bytes) plus dtype, sizes, strides and
 # storage offset, so a view arrives as the same view: misaligned, strided,
-# expanded (stride 0) or sharing memory with another argument. Storages are
-# allocated by torch on both sides (64-byte aligned), so the alignment of a
-# view's first element is kept too.
+# expanded (stride 0) or sharing memory with another argument. The storages of a
+# call's arguments go through shared memory (_SharedStorages), the rest through
+# the pipe; every storage starts 64-byte aligned on both sides, so the alignment
+# of a view's first element is kept too.
 
 
 class _TensorRef:
@@ -49,7 +50,7 @@ def _pack(value, storages: list, index: dict, originals: list | None = None):
         key = storage.data_ptr(), storage.nbytes()
         if key not in index:
             index[key] = len(storages)
-            storages.append(torch.empty(0, dtype=torch.uint8).set_(storage).clone())
+            storages.append(torch.empty(0, dtype=torch.uint8).set_(storage))
             if originals is not None:
                 originals.append(storage)
         return _TensorRef(index[key], value.dtype, tuple(value.shape), value.stride(),
@@ -109,7 +110,7 @@ class _Guarded:
         self.buffer[GUARD : GUARD + self.nbytes].copy_(storage)
 
     def contents(self):
-        return self.buffer[GUARD : GUARD + self.nbytes].clone()
+        return self.buffer[GUARD : GUARD + self.nbytes]
 
 
 def _guard_violations(buffers: list) -> list[tuple[int, str]]:
@@ -130,6 +131,55 @@ def _guard_violations(buffers: list) -> list[tuple[int, str]]:
         if parts:
             found.append((i, " and ".join(parts) + f", outside its memory (bytes 0 to {n - 1})"))
     return found
+
+
+class _SharedStorages:
+    """The storages of a call's tensors in one file in shared memory that both processes
+    map: the caller copies them in, the worker reads them there (and, for a load_source
+    launch, writes them back there), so their bytes never go through the pipe (pickling
+    16 MiB tensors through it took longer than many kernels)."""
+
+    def __init__(self, storages: list):
+        import torch
+
+        self.layout, total = [], 0
+        for storage in storages:
+            self.layout.append((total, storage.numel()))
+            total += (storage.numel() + 63) // 64 * 64
+        self.path, self.total = None, total
+        if total == 0:
+            self.slices = [torch.empty(0, dtype=torch.uint8) for _ in storages]
+            return
+        directory = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+        fd, self.path = tempfile.mkstemp(prefix="ep-simt-", dir=directory)
+        try:
+            os.ftruncate(fd, total)
+        finally:
+            os.close(fd)
+        self.slices = _map_shared(self.handle())
+        for piece, storage in zip(self.slices, storages):
+            piece.copy_(storage)
+
+    def handle(self):
+        return self.path, self.total, self.layout
+
+    def close(self):
+        if self.path is not None:
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+
+
+def _map_shared(handle) -> list:
+    """The storages of a _SharedStorages handle, as uint8 views of the shared file."""
+    import torch
+
+    path, total, layout = handle
+    if path is None:
+        return [torch.empty(0, dtype=torch.uint8) for _ in layout]
+    mapping = torch.from_file(path, shared=True, size=total, dtype=torch.uint8)
+    return [mapping[offset : offset + size] for offset, size in layout]
 
 
 def _send(fd: int, obj) -> None:
@@ -183,7 +233,8 @@ def _serve(read_fd: int, write_fd: int, mode: str) -> None:
             return
         module = None
         try:
-            target, function, settings, storages, args, kwargs = request
+            target, function, settings, shared, args, kwargs = request
+            storages = _map_shared(shared)
             if target not in targets:
                 from extending_pytorch.emulator.book import _book_module
                 from extending_pytorch.emulator.source import _source_library
@@ -195,7 +246,10 @@ def _serve(read_fd: int, write_fd: int, mode: str) -> None:
             module = targets[target]
             module.configure(*settings)
             names = module.storage_names(function, args) if hasattr(module, "storage_names") else {}
-            buffers = storages if mode == "memory" else [_Guarded(s) for s in storages]
+            # Each storage copied out of the shared file: into its own allocation, so that
+            # AddressSanitizer sees its bounds (memory mode), or between guard zones.
+            buffers = ([s.clone() for s in storages] if mode == "memory"
+                       else [_Guarded(s) for s in storages])
             args = _unpack(args, buffers)
             kwargs = _unpack(kwargs, buffers)
             result = getattr(module, function)(*args, **kwargs)
@@ -207,9 +261,10 @@ def _serve(read_fd: int, write_fd: int, mode: str) -> None:
                                    "Check the guard (if (i < n)) of its stores. (Its other "
                                    "writes are not copied back.)")
             out_storages, out_index = [], {}
-            written = None
-            if target[0] == "source":
-                written = [b.contents() if isinstance(b, _Guarded) else b for b in buffers]
+            written = target[0] == "source"  # a launch writes into its arguments: send them back
+            if written:
+                for piece, buffer in zip(storages, buffers):
+                    piece.copy_(buffer.contents() if isinstance(buffer, _Guarded) else buffer)
             counted = module.counter.take() if module.counter is not None else []
             reply = ("ok", _pack(result, out_storages, out_index), out_storages, written, counted)
         except Exception as error:  # reported to the caller as it was raised
@@ -287,8 +342,9 @@ class _Worker:
                 self._start()
             storages, index, originals = [], {}, []
             packed = _pack((args, kwargs), storages, index, originals)
+            shared = _SharedStorages(storages)
             try:
-                _send(self.write_fd, (target, function, settings, storages, *packed))
+                _send(self.write_fd, (target, function, settings, shared.handle(), *packed))
                 reply = _receive(self.read_fd, timeout)
             except (EOFError, BrokenPipeError, TimeoutError) as error:
                 timed_out = isinstance(error, TimeoutError)
@@ -308,14 +364,16 @@ class _Worker:
                     f"The emulated kernel ({self.mode} mode) {what}. The report:\n"
                     + _shorten(report)
                 ) from None
+            finally:
+                shared.close()  # the name; the mappings live as long as their tensors
             self._forward_output()
-            status, result, out_storages, in_storages, counted = reply
+            status, result, out_storages, written, counted = reply
             if status == "error":
                 kind, message = result
                 raise _RERAISED[kind](message)
             if counted:
                 _add_counts(counted)
-            return _unpack(result, out_storages), in_storages, originals
+            return _unpack(result, out_storages), (shared.slices if written else None), originals
 
 
 def _shorten(text: str, head: int = 200_000, tail: int = 20_000) -> str:
