@@ -725,29 +725,25 @@ inline void on_exit(Thread& self) {
   // With nobody at a barrier, only lanes of this warp can be waiting for this one; with
   // none of them waiting at a warp collective either, nobody is.
   const bool barrier = self.block->barrier_waiting > 0;
-  if (!barrier && self.block->warp_waiting[self.warp] == 0) {
-    self.state = State::done;
-    ++self.block->exited;
-    self.block->warp_exited[self.warp] |= 1u << self.lane;
-    return;
-  }
-  Thread* first = barrier ? self.block->threads.data() : lane_thread(self, 0);
-  Thread* last = barrier ? first + self.block->threads.size()
-                         : first + std::min<size_t>(32, self.block->threads.size() - self.warp * 32);
-  for (Thread* t = first; t != last; ++t) {
-    Thread& other = *t;
-    if (other.state != State::waiting) continue;
-    if (other.arrival.kind == Kind::syncthreads) {
-      fail(self, format_site(other.arrival.site) + ": __syncthreads() in " + where(other) +
-                     " waits for threadIdx " + format_dim(self.idx) +
-                     ", which exited the kernel: not every thread of the block reaches this "
-                     "barrier");
-    }
-    if (other.warp == self.warp && (other.arrival.mask & (1u << self.lane))) {
-      fail(self, format_site(other.arrival.site) + ": " + kind_name(other.arrival.kind) +
-                     " in " + where(other) + " (mask " + hex_mask(other.arrival.mask) +
-                     ") waits for lane " + std::to_string(self.lane) + " (threadIdx " +
-                     format_dim(self.idx) + "), which exited the kernel instead");
+  if (barrier || self.block->warp_waiting[self.warp] != 0) {
+    Thread* first = barrier ? self.block->threads.data() : lane_thread(self, 0);
+    Thread* last = barrier ? first + self.block->threads.size()
+                           : first + std::min<size_t>(32, self.block->threads.size() - self.warp * 32);
+    for (Thread* t = first; t != last; ++t) {
+      Thread& other = *t;
+      if (other.state != State::waiting) continue;
+      if (other.arrival.kind == Kind::syncthreads) {
+        fail(self, format_site(other.arrival.site) + ": __syncthreads() in " + where(other) +
+                       " waits for threadIdx " + format_dim(self.idx) +
+                       ", which exited the kernel: not every thread of the block reaches this "
+                       "barrier");
+      }
+      if (other.warp == self.warp && (other.arrival.mask & (1u << self.lane))) {
+        fail(self, format_site(other.arrival.site) + ": " + kind_name(other.arrival.kind) +
+                       " in " + where(other) + " (mask " + hex_mask(other.arrival.mask) +
+                       ") waits for lane " + std::to_string(self.lane) + " (threadIdx " +
+                       format_dim(self.idx) + "), which exited the kernel instead");
+      }
     }
   }
   self.state = State::done;
