@@ -205,6 +205,120 @@ def test_triplet_empty_batch(mode):
         check_triplet("contiguous", 0, reduction, torch.float32, 8, batch=0, mode=mode)
 
 
+# ---- triplet.cu: the kernels that move fewer bytes (chapter 5, section 9) ------------------
+# emulator.triplet_hinge_loss takes the forward that saves the distances and the backward
+# that reads them whenever a gradient is needed, so every check_triplet above runs them.
+# grad_in_forward=True takes the one-pass kernel (a block per row, the row in registers)
+# where the rows fit, else the two kernels above with grad_output 1.
+
+
+# Catches, in the one-pass kernel: a pack index off by a block (rows longer than 256 packs,
+# dim 1040 floats and 2056 halfs: 260 and 257 packs), a partial block sum (the last warp's
+# partial dropped, or a missing barrier: then every row's distances are wrong), the mean's
+# 1/B missing, a gradient written to the wrong row; and in the choice between the two paths,
+# a layout taken in packs that cannot be (misaligned, offset, transposed inputs, dims 3 and
+# 36 for halfs), with the unusual layout on each input in turn.
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16], ids=str)
+@pytest.mark.parametrize("layout", sorted(testing.LAYOUTS))
+@pytest.mark.parametrize("mode", modes("fast"))
+def test_triplet_grad_in_forward_layouts_dtypes_reductions(mode, layout, dtype):
+    dims = DIMS + ((1040,) if dtype != torch.float16 else (2056,))
+    for dim in dims:
+        for position, reduction in enumerate(ep.REDUCTIONS):
+            check_triplet(layout, position, reduction, dtype, dim, batch=11, mode=mode,
+                          grad_in_forward=True)
+
+
+# Under the sanitizers: the one-pass kernel's shared-memory partial sums between two
+# barriers (a missing second barrier is a race with the next row's writes, when a block
+# takes several rows: max_blocks=2), and its packs (an out-of-bounds pack in memory mode).
+@pytest.mark.parametrize("mode", modes())
+def test_triplet_grad_in_forward_under_every_mode(mode):
+    for k, (layout, dtype, dim) in enumerate([("contiguous", torch.float32, 1040),
+                                              ("contiguous", torch.bfloat16, 24),
+                                              ("misaligned", torch.float32, 36)]):
+        check_triplet(layout, k % 3, ep.REDUCTIONS[k % 3], dtype, dim, batch=5, mode=mode,
+                      max_blocks=2, grad_in_forward=True)
+
+
+@pytest.mark.parametrize("mode", modes("fast"))
+def test_triplet_one_pass_with_the_longest_rows(mode):
+    # 8 packs per thread (8192 floats, 16384 bfloat16s): the instantiation the book's
+    # 32768 x 8192 case takes; two blocks for three rows, so a block takes a second row.
+    check_triplet("contiguous", 0, "mean", torch.float32, 8192, batch=3, mode=mode, max_blocks=2,
+                  grad_in_forward=True)
+    check_triplet("contiguous", 1, "none", torch.bfloat16, 16384, batch=3, mode=mode, max_blocks=2,
+                  grad_in_forward=True)
+
+
+def test_triplet_grad_in_forward_refuses_a_second_backward():
+    # As the CUDA operator: the saved gradients are scaled in place, so a second backward
+    # through the graph raises instead of scaling them twice.
+    x = [t.requires_grad_() for t in torch.randn(3, 5, 8).unbind(0)]
+    loss = emulator.triplet_hinge_loss(*x, **HYPER, grad_in_forward=True)
+    torch.autograd.grad(loss * 2, x, retain_graph=True)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        torch.autograd.grad(loss, x)
+
+
+def test_triplet_one_pass_takes_the_rows_that_fit_and_no_others():
+    # Catches a capacity off by a pack (8192 floats is the last that fits: 256 threads x
+    # 8 packs x 4) and a layout taken in packs that cannot be.
+    def fits(dim, dtype=torch.float32, layout="contiguous"):
+        anchor = testing.make_view(layout, 2, dim, dtype=dtype)[1].detach()
+        other = torch.zeros(2, dim, dtype=dtype)
+        return emulator.triplet_takes_one_pass(anchor, other, other)
+
+    assert fits(8192) and not fits(8196) and not fits(8190)
+    assert fits(16384, torch.bfloat16) and not fits(16392, torch.bfloat16)
+    assert fits(4096, torch.float64) and not fits(4098, torch.float64)
+    assert fits(8) and not fits(8, layout="misaligned") and not fits(8, layout="transposed")
+    # Beyond the capacity the binding takes the forward saving distances and its backward.
+    a, p, n = (torch.randn(3, 8200, generator=torch.Generator().manual_seed(k)) for k in range(3))
+    inputs = [t.double().requires_grad_() for t in (a, p, n)]
+    expected = torch.autograd.grad(ep.reference_triplet_hinge_loss(*inputs, **HYPER), inputs)
+    loss, *grads = emulator.triplet_forward_with_grads(a, p, n, **HYPER)
+    for got, want in zip(grads, expected):
+        assert_close(got.double(), want, **TOLERANCE[torch.float32])
+
+
+# Catches a scaling kernel that skips rows whose grad_output is not 1, reads the wrong row's
+# value, or writes a gradient that is not there (rows whose value is 1 keep their values
+# either way: test_traffic.py counts that they are not touched).
+@pytest.mark.parametrize("mode", modes())
+def test_triplet_scale_gradients_in_place(mode):
+    batch, dim = 19, 12
+    base = [torch.randn(batch, dim, generator=torch.Generator().manual_seed(k)) for k in range(3)]
+    per_row = torch.linspace(-2, 2, batch)
+    per_row[::3] = 1.0  # every third row exactly 1
+    for reduction, g in (("none", per_row), ("mean", torch.tensor(0.25)), ("sum", torch.tensor(1.0))):
+        grads = [t.clone() for t in base]
+        grads[1] = None  # a gradient nobody asked for
+        scaled = emulator.triplet_scale_gradients(g, *grads, reduction, mode=mode)
+        scale = g.unsqueeze(-1) if reduction == "none" else g
+        assert scaled[1] is None
+        for got, original in zip(scaled[::2], base[::2]):
+            assert torch.equal(got, original * scale), reduction
+
+
+# The backward of grad_in_forward on the "device": a loss that is not the one the forward
+# computed gradients for (loss * 3, a per-row weighting) must still get the right gradients.
+@pytest.mark.parametrize("mode", modes("fast"))
+def test_triplet_grad_in_forward_with_grad_output_not_one(mode):
+    a, p, n = (torch.randn(13, 40, dtype=torch.float64,
+                           generator=torch.Generator().manual_seed(k)) for k in range(3))
+    weights = torch.linspace(0.5, 2, 13, dtype=torch.float64)
+    weights[4] = 1.0
+    for reduction, outer in (("mean", lambda loss: 3 * loss), ("none", lambda loss: (weights * loss).sum())):
+        mine = [t.clone().requires_grad_() for t in (a, p, n)]
+        ref = [t.clone().requires_grad_() for t in (a, p, n)]
+        got = torch.autograd.grad(outer(emulator.triplet_hinge_loss(
+            *mine, **HYPER, reduction=reduction, grad_in_forward=True, mode=mode)), mine)
+        want = torch.autograd.grad(outer(ep.reference_triplet_hinge_loss(*ref, **HYPER, reduction=reduction)), ref)
+        for x, y in zip(got, want):
+            assert_close(x, y)
+
+
 def test_triplet_bad_input_is_refused():
     a = torch.randn(4, 8)
     with pytest.raises(ValueError, match="positive must have the same shape as anchor"):
@@ -660,16 +774,18 @@ def test_compile_errors_point_at_the_source_line():
                              name="broken")
 
 
+@pytest.mark.parametrize("grad_in_forward", [False, True], ids=["two-kernels", "one-pass"])
 @pytest.mark.parametrize("mode", modes("fast", "memory"))
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])
-def test_cuda_kernels_give_zero_gradient_on_the_kinks(mode, dtype):
+def test_cuda_kernels_give_zero_gradient_on_the_kinks(mode, dtype, grad_in_forward):
     # Rows exactly on each kink (conftest.kink_batch; exact in every dtype): the loss's
     # subgradient there is 0. Catches >= in triplet_math.h's masks as the CUDA kernels
     # compile them (the C++ tests cover the same header through the CPU kernels only).
     from conftest import KINK_SETTINGS, kink_batch, kink_gradients
 
     inputs = [t.requires_grad_() for t in kink_batch(dtype)]
-    loss = emulator.triplet_hinge_loss(*inputs, **KINK_SETTINGS, mode=mode)
+    loss = emulator.triplet_hinge_loss(*inputs, **KINK_SETTINGS, mode=mode,
+                                       grad_in_forward=grad_in_forward)
     grads = torch.autograd.grad(loss, inputs)
     for got, want, name in zip(grads, kink_gradients(dtype), ("anchor", "positive", "negative")):
         assert torch.equal(got, want), f"{name}: {got.tolist()} != {want.tolist()}"

@@ -3,7 +3,8 @@
 The operator extending_pytorch::triplet_hinge_loss_with_grads returns the loss
 and its gradients for grad_output = 1, in one pass; autograd keeps the
 gradients instead of the inputs, and backward returns them as they are when
-grad_output is exactly 1 and scales them otherwise. Every test compares with
+grad_output is exactly 1 and scales them otherwise (on CUDA: in place, decided
+on the device; test_saved_distances.py). Every test compares with
 chapter 1's reference, in float64 unless it says otherwise.
 """
 
@@ -299,10 +300,9 @@ def test_autocast_computes_in_float32():
 
 
 def test_other_devices_take_the_plain_two_pass_operator():
-    # Catches a device check that raises, or that sends a non-CPU tensor to
-    # the CPU-only one-pass operator (it has no kernel there). Meta tensors
-    # stand in for CUDA ones, which this machine may not have; the CUDA twin
-    # below runs where there is a GPU.
+    # Catches a device check that raises, or that sends a tensor of a device
+    # without a one-pass kernel (meta; CPU and CUDA have one) to the one-pass
+    # operator. The CUDA tests are in test_saved_distances.py.
     x = [torch.empty(4, 3, device="meta", requires_grad=True) for _ in range(3)]
     with OpLog() as log:
         loss = fused()(*x)
@@ -311,9 +311,12 @@ def test_other_devices_take_the_plain_two_pass_operator():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
-def test_cuda_inputs_get_correct_gradients_from_the_plain_operator():
+def test_cuda_inputs_take_the_one_pass_operator_and_get_correct_gradients():
     x = [t.detach().cuda().requires_grad_() for t in leaves()]
-    assert_same_loss_and_grads(fused(), reference(), x, torch.tensor(1.0, device="cuda"))
+    with OpLog() as log:
+        assert_same_loss_and_grads(fused(), reference(), x, torch.tensor(1.0, device="cuda"))
+    assert WITH_GRADS in log.ops
+    assert_same_loss_and_grads(fused(), reference(), x, torch.tensor(3.0, device="cuda"))
 
 
 def test_saved_gradients_are_returned_as_they_are_and_guarded_by_version():

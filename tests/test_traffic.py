@@ -6,10 +6,12 @@ Budgets are written k*N + c*B, with N = B * D * element size (one input, or
 one gradient) and c*B the per-row part: the backward's upstream gradient,
 which every lane of a row's warp reads (32 elements per row; a Triton program
 reads one), and the loss written once per row. The book's kernels today
-(chapter 5; issue: fewer bytes): forward 3N + c*B, backward 6N + 3N + c*B -
-each row read twice, once for its distances, once for its gradients - as
-Nsight Compute measured on an H200 (notebooks/data/gpu/). A kernel that
-re-reads a row, or a counter that loses or doubles accesses, fails here.
+(chapter 5): forward 3N + c*B, backward 6N + 3N + c*B - each row read twice,
+once for its distances, once for its gradients - as Nsight Compute measured
+on an H200 (notebooks/data/gpu/); then the kernels that move fewer bytes: a
+forward saving the distances and a backward reading them (9N in all), and
+the one-pass kernel of grad_in_forward (6N). A kernel that re-reads a row,
+or a counter that loses or doubles accesses, fails here.
 """
 
 from __future__ import annotations
@@ -85,6 +87,99 @@ def test_book_triplet_kernels_move_3N_forward_and_6N_plus_3N_backward(dtype, dim
                 assert 32 * (b.sectors_read + b.sectors_written) == b.bytes_read + b.bytes_written
     assert t.bytes_read == forward.bytes_read + backward.bytes_read
     assert t.kernels["triplet_backward_kernel"].bytes_written == 3 * N
+
+
+# The fix (chapter 5, section 9): the forward saves each row's two distances, so the backward
+# reads each row once: 3N + (3N read + 3N written) = 9N for a training step. A backward that
+# still recomputes the distances (a re-read), or a forward that reads a row twice, fails.
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64], ids=str)
+@pytest.mark.parametrize("dim", [256, 1024])
+def test_book_kernels_with_saved_distances_move_9N(dtype, dim):
+    batch = 37
+    a, p, n = _triplet(batch, dim, dtype, seed=dim)
+    size = a.element_size()
+    acc = 8 if dtype == torch.float64 else 4  # the distances' type: the accumulation type
+    N = batch * dim * size
+    with emulator.traffic() as t:
+        _, distances = emulator.triplet_forward_with_distances(a, p, n, **HYPER, reduction="sum")
+        emulator.triplet_backward_from_distances(torch.ones((), dtype=dtype), a, p, n, distances,
+                                                 **HYPER, reduction="sum")
+    forward, backward = t.launches
+    assert (forward.kernel, backward.kernel) == ("triplet_forward_kernel", "triplet_backward_kernel")
+    for name in INPUTS:
+        assert forward.buffer(name).bytes_read == N and backward.buffer(name).bytes_read == N, name
+    for name in GRADS:
+        assert backward.buffer(name).bytes_written == N and backward.buffer(name).bytes_read == 0
+    # c*B: the two distances written once per row and read once per row (lane 0 reads, the
+    # warp's shuffle hands them on), the loss, and the upstream gradient every lane reads.
+    assert forward.buffer("distances").bytes_written == 2 * batch * acc
+    assert backward.buffer("distances").bytes_read == 2 * batch * acc
+    assert forward.bytes_read == 3 * N and forward.bytes_written == batch * size + 2 * batch * acc
+    assert backward.bytes_read == 3 * N + 2 * batch * acc + 32 * batch * size
+    assert backward.bytes_written == 3 * N
+    assert t.bytes == 9 * N + batch * size + 4 * batch * acc + 32 * batch * size
+
+
+# The one-pass kernel (grad_in_forward=True on CUDA): 3N read, 3N written, the minimum, for
+# rows that fit its registers, and 9N (distances saved, then the backward) for rows that do
+# not. A kernel that re-reads a row for its gradients fails.
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64], ids=str)
+@pytest.mark.parametrize("dim", [256, 2048])
+def test_book_one_pass_kernel_moves_6N(dtype, dim):
+    batch = 13
+    a, p, n = _triplet(batch, dim, dtype, seed=dim)
+    size = a.element_size()
+    N = batch * dim * size
+    with emulator.traffic() as t:
+        emulator.triplet_forward_with_grads(a, p, n, **HYPER)
+    (launch,) = t.launches
+    assert launch.kernel == "triplet_forward_with_grads_kernel"
+    for name in INPUTS:
+        assert launch.buffer(name).bytes_read == N and launch.buffer(name).bytes_written == 0, name
+    for name in GRADS:
+        assert launch.buffer(name).bytes_written == N and launch.buffer(name).bytes_read == 0, name
+    assert launch.bytes_read == 3 * N and launch.bytes_written == 3 * N + batch * size
+    # In 16-byte packs, a warp's accesses fill their sectors.
+    for name in INPUTS + GRADS:
+        b = launch.buffer(name)
+        assert 32 * (b.sectors_read + b.sectors_written) == b.bytes_read + b.bytes_written
+
+
+def test_rows_too_long_for_one_pass_move_9N():
+    batch, dim = 3, 8192 + 4  # one pack more than the one-pass kernel holds
+    a, p, n = _triplet(batch, dim, torch.float32)
+    N = batch * dim * 4
+    with emulator.traffic() as t:
+        emulator.triplet_forward_with_grads(a, p, n, **HYPER)
+    assert [x.kernel for x in t.launches] == ["triplet_forward_kernel", "triplet_backward_kernel"]
+    forward, backward = t.launches
+    assert sum(forward.buffer(name).bytes_read for name in INPUTS) == 3 * N
+    assert sum(backward.buffer(name).bytes_read for name in INPUTS) == 3 * N
+    assert sum(backward.buffer(name).bytes_written for name in GRADS) == 3 * N
+
+
+# grad_in_forward's backward: nothing but grad_output is read where it is exactly 1 (the
+# usual loss.backward()); every gradient read and written once more where it is not.
+def test_scaling_the_saved_gradients_costs_nothing_when_grad_output_is_one():
+    batch, dim = 37, 256
+    grads = _triplet(batch, dim, torch.float32)
+    N = batch * dim * 4
+    with emulator.traffic() as t:
+        emulator.triplet_scale_gradients(torch.ones(()), *grads, "mean")
+        emulator.triplet_scale_gradients(torch.full((), 0.5), *grads, "mean")
+    one, half = t.launches
+    assert one.bytes_written == 0 and one.bytes_read == batch * 4  # each row's warp reads g
+    assert half.bytes_read == 3 * N + batch * 4 and half.bytes_written == 3 * N
+    # One value per row (reduction="none"), 1 in every third row: only the other rows move.
+    per_row = torch.full((batch,), 2.0)
+    per_row[::3] = 1.0
+    with emulator.traffic() as t:
+        emulator.triplet_scale_gradients(per_row, *grads, "none")
+    (launch,) = t.launches
+    moved_rows = batch - len(range(0, batch, 3))
+    assert launch.buffer("grad_anchor").bytes_read == moved_rows * dim * 4
+    assert launch.buffer("grad_anchor").bytes_written == moved_rows * dim * 4
+    assert launch.buffer("grad_output").bytes_read == batch * 4
 
 
 def test_book_kernels_read_a_strided_input_in_more_sectors():

@@ -18,6 +18,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
@@ -387,6 +388,132 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> triplet_forward_with_
   return {reduce_losses(per_triplet, reduction), grad_a, grad_p, grad_n};
 }
 
+// ---- Fewer bytes on the GPU: saved distances, in-place scaling -------------
+// Chapter 5 (section 9) and appendix 91 route CUDA inputs through these; the
+// CPU kernels make the operators complete (and their Python side testable
+// without a GPU).
+
+// The loss and each row's squared distances (d_ap, d_an), (B, 2) in the
+// accumulation type (float; double for double inputs).
+std::tuple<at::Tensor, at::Tensor> triplet_forward_with_distances_cpu(
+    const at::Tensor& anchor, const at::Tensor& positive, const at::Tensor& negative,
+    double t1, double t2, double beta, c10::string_view reduction) {
+  check_triplet_inputs(anchor, positive, negative, t1, t2, beta, reduction);
+  const int64_t batch = anchor.size(0);
+  at::Tensor per_triplet = at::empty({batch}, anchor.options());
+  at::Tensor distances =
+      at::empty({batch, 2}, anchor.options().dtype(distance_dtype(anchor.scalar_type())));
+  const TripletParams params{t1, t2, beta};
+  const bool contiguous_rows = unit_inner_stride(anchor) && unit_inner_stride(positive) &&
+                               unit_inner_stride(negative);
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, anchor.scalar_type(), "triplet_forward_with_distances_cpu", [&] {
+        using acc_t = at::opmath_type<scalar_t>;
+        const scalar_t* a = anchor.const_data_ptr<scalar_t>();
+        const scalar_t* p = positive.const_data_ptr<scalar_t>();
+        const scalar_t* n = negative.const_data_ptr<scalar_t>();
+        scalar_t* out = per_triplet.mutable_data_ptr<scalar_t>();
+        acc_t* d = distances.mutable_data_ptr<acc_t>();
+        at::parallel_for(0, batch, grain_size(anchor.size(1)), [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i) {
+            acc_t d_ap, d_an;
+            row_distances<scalar_t, acc_t>(anchor, positive, negative, a, p, n, i,
+                                           contiguous_rows, d_ap, d_an);
+            out[i] = static_cast<scalar_t>(triplet_loss<acc_t>(d_ap, d_an, params));
+            d[2 * i] = d_ap;
+            d[2 * i + 1] = d_an;
+          }
+        });
+      });
+  return {reduce_losses(per_triplet, reduction), distances};
+}
+
+// triplet_backward_cpu with the distances the forward saved: one pass.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> triplet_backward_from_distances_cpu(
+    const at::Tensor& grad_output, const at::Tensor& anchor, const at::Tensor& positive,
+    const at::Tensor& negative, const at::Tensor& distances, double t1, double t2, double beta,
+    c10::string_view reduction, std::array<bool, 3> output_mask) {
+  check_triplet_inputs(anchor, positive, negative, t1, t2, beta, reduction);
+  check_grad_output(grad_output, anchor, reduction);
+  check_distances(distances, anchor);
+  const int64_t batch = anchor.size(0);
+  const int64_t dim = anchor.size(1);
+  at::Tensor grad_a = new_gradient(anchor, output_mask[0]);
+  at::Tensor grad_p = new_gradient(anchor, output_mask[1]);
+  at::Tensor grad_n = new_gradient(anchor, output_mask[2]);
+  if (!output_mask[0] && !output_mask[1] && !output_mask[2]) {
+    return {grad_a, grad_p, grad_n};
+  }
+  const TripletParams params{t1, t2, beta};
+  const bool contiguous_rows = unit_inner_stride(anchor) && unit_inner_stride(positive) &&
+                               unit_inner_stride(negative);
+  const at::Tensor g = grad_output.contiguous();
+  const bool per_row = reduction == "none";
+  const double scale = reduction == "mean" && batch > 0 ? 1.0 / batch : 1.0;
+  const bool streaming = gradient_bytes(anchor, output_mask) > kStreamingThresholdBytes;
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, anchor.scalar_type(), "triplet_backward_from_distances_cpu",
+      [&] {
+        using acc_t = at::opmath_type<scalar_t>;
+        const scalar_t* a = anchor.const_data_ptr<scalar_t>();
+        const scalar_t* p = positive.const_data_ptr<scalar_t>();
+        const scalar_t* n = negative.const_data_ptr<scalar_t>();
+        const acc_t* d = distances.const_data_ptr<acc_t>();
+        const scalar_t* g_data = g.const_data_ptr<scalar_t>();
+        scalar_t* ga = output_or_null<scalar_t>(grad_a);
+        scalar_t* gp = output_or_null<scalar_t>(grad_p);
+        scalar_t* gn = output_or_null<scalar_t>(grad_n);
+        at::parallel_for(0, batch, grain_size(dim), [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i) {
+            const acc_t g_i = static_cast<acc_t>(g_data[per_row ? i : 0]) *
+                              static_cast<acc_t>(scale);
+            const TripletWeights<acc_t> w =
+                triplet_weights<acc_t>(d[2 * i], d[2 * i + 1], g_i, params);
+            row_gradients<scalar_t, acc_t>(row(anchor, a, i), row(positive, p, i),
+                                           row(negative, n, i), dim, w,
+                                           row_or_null(ga, i, dim), row_or_null(gp, i, dim),
+                                           row_or_null(gn, i, dim), contiguous_rows, streaming);
+          }
+          finish_streaming_stores();
+        });
+      });
+  return {grad_a, grad_p, grad_n};
+}
+
+// The saved gradients times grad_output, in place; rows whose grad_output is
+// exactly 1 are left as they are (the CUDA kernel decides the same per row).
+void triplet_scale_gradients_cpu(const at::Tensor& grad_output,
+                                 const std::optional<at::Tensor>& grad_anchor,
+                                 const std::optional<at::Tensor>& grad_positive,
+                                 const std::optional<at::Tensor>& grad_negative,
+                                 c10::string_view reduction) {
+  const std::optional<at::Tensor> gradients[] = {grad_anchor, grad_positive, grad_negative};
+  check_saved_gradients(grad_output, gradients, reduction);
+  const at::Tensor g = grad_output.contiguous();
+  for (const auto& gradient : gradients) {
+    if (!gradient.has_value() || !gradient->defined()) continue;
+    at::Tensor t = *gradient;
+    const int64_t batch = t.size(0);
+    const int64_t dim = t.size(1);
+    AT_DISPATCH_FLOATING_TYPES_AND2(
+        at::kHalf, at::kBFloat16, t.scalar_type(), "triplet_scale_gradients_cpu", [&] {
+          using acc_t = at::opmath_type<scalar_t>;
+          const scalar_t* g_data = g.const_data_ptr<scalar_t>();
+          scalar_t* x = t.mutable_data_ptr<scalar_t>();
+          const bool per_row = reduction == "none";
+          at::parallel_for(0, batch, grain_size(dim), [&](int64_t begin, int64_t end) {
+            for (int64_t i = begin; i < end; ++i) {
+              const acc_t g_i = static_cast<acc_t>(g_data[per_row ? i : 0]);
+              if (g_i == acc_t(1)) continue;
+              for (int64_t j = 0; j < dim; ++j) {
+                x[i * dim + j] = static_cast<scalar_t>(static_cast<acc_t>(x[i * dim + j]) * g_i);
+              }
+            }
+          });
+        });
+  }
+}
+
 // ---- Registration ----------------------------------------------------------
 
 // The schemas: what Python, autograd and torch.compile see. float is a C++
@@ -407,14 +534,31 @@ TORCH_LIBRARY(extending_pytorch, m) {
       "triplet_hinge_loss_with_grads(Tensor anchor, Tensor positive, "
       "Tensor negative, float t1, float t2, float beta, str reduction, "
       "bool[3] output_mask) -> (Tensor, Tensor, Tensor, Tensor)");
+  // Fewer bytes on the GPU (chapter 5, section 9; appendix 91): the loss and
+  // each row's two squared distances, (B, 2), for the backward that reads
+  // them instead of recomputing them; and grad_in_forward's backward, which
+  // scales the saved gradients in place (rows whose grad_output is 1 are not
+  // touched), decided on the device.
+  m.def(
+      "triplet_hinge_loss_with_distances(Tensor anchor, Tensor positive, "
+      "Tensor negative, float t1, float t2, float beta, str reduction) -> (Tensor, Tensor)");
+  m.def(
+      "triplet_hinge_loss_backward_from_distances(Tensor grad_output, Tensor anchor, "
+      "Tensor positive, Tensor negative, Tensor distances, float t1, float t2, "
+      "float beta, str reduction, bool[3] output_mask) -> (Tensor, Tensor, Tensor)");
+  m.def(
+      "triplet_scale_gradients_(Tensor grad_output, Tensor(a!)? grad_anchor, "
+      "Tensor(b!)? grad_positive, Tensor(c!)? grad_negative, str reduction) -> ()");
 }
 
-// The CPU kernels; chapter 5 registers CUDA ones for the first two schemas
-// (triplet_hinge_loss_with_grads is CPU only).
+// The CPU kernels; chapter 5 registers CUDA ones for every schema.
 TORCH_LIBRARY_IMPL(extending_pytorch, CPU, m) {
   m.impl("triplet_hinge_loss", &triplet_forward_cpu);
   m.impl("triplet_hinge_loss_backward", &triplet_backward_cpu);
   m.impl("triplet_hinge_loss_with_grads", &triplet_forward_with_grads_cpu);
+  m.impl("triplet_hinge_loss_with_distances", &triplet_forward_with_distances_cpu);
+  m.impl("triplet_hinge_loss_backward_from_distances", &triplet_backward_from_distances_cpu);
+  m.impl("triplet_scale_gradients_", &triplet_scale_gradients_cpu);
 }
 
 }  // namespace extending_pytorch

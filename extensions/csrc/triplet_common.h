@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <optional>
 #include <string_view>
 
 namespace extending_pytorch {
@@ -76,6 +77,76 @@ inline at::Tensor reduce_losses(const at::Tensor& per_triplet, std::string_view 
     return per_triplet;
   }
   return reduction == "sum" ? per_triplet.sum() : per_triplet.mean();
+}
+
+// ---- Fewer bytes: saved distances, gradients computed in the forward ----
+
+// The dtype of the saved squared distances: the kernels' accumulation type.
+inline at::ScalarType distance_dtype(at::ScalarType input) {
+  return input == at::kDouble ? at::kDouble : at::kFloat;
+}
+
+// The (batch, 2) distances triplet_hinge_loss_with_distances returned.
+inline void check_distances(const at::Tensor& distances, const at::Tensor& anchor) {
+  TORCH_CHECK(distances.dim() == 2 && distances.size(0) == anchor.size(0) &&
+                  distances.size(1) == 2,
+              "triplet_hinge_loss_backward_from_distances: distances must have shape (",
+              anchor.size(0), ", 2), got ", distances.sizes());
+  TORCH_CHECK(distances.scalar_type() == distance_dtype(anchor.scalar_type()),
+              "triplet_hinge_loss_backward_from_distances: distances must have dtype ",
+              distance_dtype(anchor.scalar_type()), " for ", anchor.scalar_type(),
+              " inputs, got ", distances.scalar_type());
+  TORCH_CHECK(distances.device() == anchor.device(),
+              "triplet_hinge_loss_backward_from_distances: distances must be on the device of "
+              "anchor (", anchor.device(), "), got ", distances.device());
+  TORCH_CHECK(distances.is_contiguous(),
+              "triplet_hinge_loss_backward_from_distances: distances must be contiguous");
+}
+
+// The gradients triplet_scale_gradients_ multiplies in place: contiguous,
+// (batch, dim), grad_output's dtype and device; at least one of them.
+inline void check_saved_gradients(const at::Tensor& grad_output,
+                                  const std::optional<at::Tensor>* gradients,
+                                  std::string_view reduction) {
+  TORCH_CHECK(reduction == "mean" || reduction == "sum" || reduction == "none",
+              "triplet_scale_gradients_: reduction must be 'mean', 'sum' or 'none', got '",
+              reduction, "'");
+  TORCH_CHECK(is_supported_dtype(grad_output.scalar_type()),
+              "triplet_scale_gradients_: grad_output must have a floating-point dtype (float32, "
+              "float64, float16 or bfloat16), got ", grad_output.scalar_type());
+  const char* names[] = {"grad_anchor", "grad_positive", "grad_negative"};
+  const at::Tensor* first = nullptr;
+  for (int k = 0; k < 3; ++k) {
+    if (!gradients[k].has_value() || !gradients[k]->defined()) continue;
+    const at::Tensor& g = *gradients[k];
+    if (first == nullptr) first = &g;
+    for (int other = 0; other < k; ++other) {
+      // The same memory twice would be scaled twice.
+      TORCH_CHECK(!gradients[other].has_value() || !gradients[other]->defined() ||
+                      !g.is_alias_of(*gradients[other]),
+                  "triplet_scale_gradients_: ", names[k], " and ", names[other],
+                  " must be different tensors");
+    }
+    TORCH_CHECK(g.dim() == 2 && g.is_contiguous() && g.sizes() == first->sizes(),
+                "triplet_scale_gradients_: ", names[k],
+                " must be a contiguous (batch, dim) tensor shaped like the others, got shape ",
+                g.sizes());
+    TORCH_CHECK(g.scalar_type() == grad_output.scalar_type() &&
+                    g.device() == grad_output.device(),
+                "triplet_scale_gradients_: ", names[k], " must have grad_output's dtype (",
+                grad_output.scalar_type(), ") and device (", grad_output.device(), "), got ",
+                g.scalar_type(), " on ", g.device());
+  }
+  if (first == nullptr) return;
+  if (reduction == "none") {
+    TORCH_CHECK(grad_output.dim() == 1 && grad_output.size(0) == first->size(0),
+                "triplet_scale_gradients_: grad_output must have shape (", first->size(0),
+                ",) for reduction='none', got ", grad_output.sizes());
+  } else {
+    TORCH_CHECK(grad_output.numel() == 1,
+                "triplet_scale_gradients_: grad_output must be a scalar for reduction='",
+                reduction, "', got shape ", grad_output.sizes());
+  }
 }
 
 }  // namespace extending_pytorch

@@ -8,10 +8,11 @@ For each size (B, D) it times, in float32 on all of torch's CPU threads:
 - compile: `torch.compile` of that same function (one compiled copy per size);
 - function: the chapter-3 `TripletHingeLossFunction`;
 - cpp: the chapter-4 C++ operator (chapter 5's CUDA kernels on a GPU);
-- cpp grad_in_forward: the same with grad_in_forward=True (CPU only): the
-  gradients are computed in the forward pass and kept for backward, so
-  forward + backward moves 6 B D numbers; for the forward task (inputs that
-  need no gradient) it is the plain operator;
+- cpp grad_in_forward: the same with grad_in_forward=True: the gradients
+  are computed in the forward pass and kept for backward, so forward +
+  backward moves 6 B D numbers (on a GPU for rows that fit chapter 5's
+  one-pass kernel); for the forward task (inputs that need no gradient) it
+  is the plain operator;
 - triton: the chapter-6 Triton kernels, on a GPU only,
 
 each for the forward pass alone and for forward + backward (gradients of all
@@ -189,13 +190,8 @@ def run(
     """Benchmark every size: a JSON-ready dict, with the machine's details."""
     keep_freed_memory()
     if names is None:
-        # Triton runs on the GPU only, grad_in_forward on the CPU only.
-        names = [
-            n
-            for n in implementations()
-            if (n != "triton" or device == "cuda")
-            and (n != "cpp grad_in_forward" or device == "cpu")
-        ]
+        # Triton runs on the GPU only.
+        names = [n for n in implementations() if n != "triton" or device == "cuda"]
     records = []
     for batch, dim in sizes:
         records += measure_size(

@@ -192,12 +192,44 @@ def _setup_with_grads_context(ctx, inputs, output):
     ctx.settings = (t1, t2, beta, reduction)
 
 
+# The backward of grad_in_forward's operator when grad_output is not a CPU
+# tensor whose value Python can read for free: on a GPU, reading it would
+# synchronise with the device (which CUDA-graph capture forbids), and under
+# torch.compile it has no value yet. The operator multiplies the saved
+# gradients in place and decides on the device, per row, whether there is
+# anything to do: nothing where grad_output is exactly 1.
+triplet_scale_gradients_op = torch.ops.extending_pytorch.triplet_scale_gradients_.default
+
+
+@torch.library.register_fake("extending_pytorch::triplet_scale_gradients_")
+def _(grad_output, grad_anchor, grad_positive, grad_negative, reduction):
+    return None
+
+
 def _is_exactly_one(grad_output: Tensor) -> bool:
     # Only for a real CPU tensor: reading its value needs data. Under
     # torch.compile it is a fake tensor, and the compiled backward scales.
     if type(grad_output) is not torch.Tensor or grad_output.device.type != "cpu":
         return False
     return bool((grad_output == 1).all())
+
+
+# The devices whose backward scales on the device, without reading grad_output
+# on the host (tests add "cpu" in a process of their own to run this path).
+DEVICE_SIDE_SCALING = {"cuda"}
+
+
+def _scale_on_the_device(grad_output, grads, reduction):
+    triplet_scale_gradients_op(grad_output, *grads, reduction)
+    # The operator changed the saved gradients in place. The dispatcher does
+    # not count that on its own for a custom operator, so it is counted here:
+    # a second backward through this graph (retain_graph=True) then raises
+    # autograd's "modified by an inplace operation" error instead of scaling
+    # them a second time.
+    for g in grads:
+        if g is not None:
+            torch.autograd.graph.increment_version(g)
+    return grads
 
 
 def _backward_with_grads(ctx, grad_output, *unused):
@@ -214,6 +246,8 @@ def _backward_with_grads(ctx, grad_output, *unused):
             grad_output, anchor, positive, negative, t1, t2, beta, reduction,
             output_mask,
         )
+    elif grad_output.device.type in DEVICE_SIDE_SCALING:
+        grads = _scale_on_the_device(grad_output, (grad_a, grad_p, grad_n), reduction)
     elif _is_exactly_one(grad_output):
         grads = (grad_a, grad_p, grad_n)
     else:
@@ -236,6 +270,86 @@ torch.library.register_autograd(
 )
 
 
+# ---- Saved distances: a backward that reads each row once ---------------------
+# The plain backward operator recomputes each row's two squared distances,
+# reading the row a second time: on a GPU, a training step moves 12 B D
+# numbers where 9 B D would do (chapter 5, section 9, counts them). This
+# operator's forward also returns the distances, (B, 2) in the accumulation
+# type, and its backward reads them instead. CUDA inputs take it when a
+# backward can follow; the CPU keeps chapter 4's operator.
+triplet_hinge_loss_with_distances_op = (
+    torch.ops.extending_pytorch.triplet_hinge_loss_with_distances.default
+)
+triplet_hinge_loss_backward_from_distances_op = (
+    torch.ops.extending_pytorch.triplet_hinge_loss_backward_from_distances.default
+)
+
+
+def _distance_dtype(dtype):
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+@torch.library.register_fake("extending_pytorch::triplet_hinge_loss_with_distances")
+def _(anchor, positive, negative, t1, t2, beta, reduction):
+    _check_fake_inputs(anchor, positive, negative)
+    loss = anchor.new_empty(anchor.shape[0]) if reduction == "none" else anchor.new_empty(())
+    return loss, anchor.new_empty((anchor.shape[0], 2), dtype=_distance_dtype(anchor.dtype))
+
+
+@torch.library.register_fake("extending_pytorch::triplet_hinge_loss_backward_from_distances")
+def _(grad_output, anchor, positive, negative, distances, t1, t2, beta, reduction, output_mask):
+    return tuple(anchor.new_empty(anchor.shape) if needed else None for needed in output_mask)
+
+
+def _setup_distances_context(ctx, inputs, output):
+    anchor, positive, negative, t1, t2, beta, reduction = inputs
+    _, distances = output
+    ctx.mark_non_differentiable(distances)
+    # No (B, 2) tensor of zeros for the distances' unused gradient.
+    ctx.set_materialize_grads(False)
+    ctx.save_for_backward(anchor, positive, negative, distances)
+    ctx.settings = (t1, t2, beta, reduction)
+
+
+def _backward_from_distances(ctx, grad_output, _grad_distances):
+    if grad_output is None:  # (materialize_grads is off)
+        return (None,) * 7
+    anchor, positive, negative, distances = ctx.saved_tensors
+    output_mask = list(ctx.needs_input_grad[:3])
+    grads = triplet_hinge_loss_backward_from_distances_op(
+        grad_output, anchor, positive, negative, distances, *ctx.settings, output_mask
+    )
+    return (*grads, None, None, None, None)
+
+
+torch.library.register_autograd(
+    "extending_pytorch::triplet_hinge_loss_with_distances",
+    _backward_from_distances,
+    setup_context=_setup_distances_context,
+)
+
+
+# Its double backward: the plain backward's formula. The distances only pick
+# the masks, which are piecewise constant: their gradient is zero.
+def _setup_from_distances_context(ctx, inputs, output):
+    grad_output, anchor, positive, negative, _distances, *settings, output_mask = inputs
+    _setup_backward_context(
+        ctx, (grad_output, anchor, positive, negative, *settings, output_mask), output
+    )
+
+
+def _backward_of_backward_from_distances(ctx, grad_ga, grad_gp, grad_gn):
+    grad_g, grad_a, grad_p, grad_n, *rest = _backward_of_backward(ctx, grad_ga, grad_gp, grad_gn)
+    return (grad_g, grad_a, grad_p, grad_n, None, *rest)
+
+
+torch.library.register_autograd(
+    "extending_pytorch::triplet_hinge_loss_backward_from_distances",
+    _backward_of_backward_from_distances,
+    setup_context=_setup_from_distances_context,
+)
+
+
 def triplet_hinge_loss(
     anchor: Tensor,
     positive: Tensor,
@@ -252,17 +366,27 @@ def triplet_hinge_loss(
     Same arguments and results as `reference_triplet_hinge_loss`. The C++
     operator checks the tensors; the hyper-parameters are checked here.
 
+    On CUDA tensors, when a backward can follow, the operator also saves
+    each row's two squared distances, so that the backward reads each row
+    once (9 B D numbers moved by a training step, not 12 B D).
+
     grad_in_forward=True: when a backward can follow (grad mode is on and an
-    input requires gradients) and the inputs are CPU tensors, compute the
-    gradients in the forward pass and keep them until backward. It moves
-    fewer bytes only for a backward with grad_output exactly 1 in eager mode
+    input requires gradients) and the inputs are CPU or CUDA tensors, compute
+    the gradients in the forward pass and keep them until backward. It moves
+    fewer bytes only for a backward with grad_output exactly 1
     (`loss.backward()` on a scalar loss); it moves more when no backward
-    runs, when grad_output is not 1 (loss scaling, `loss / k` for gradient
-    accumulation, reduction="none" followed by `.mean()`) and always under
-    torch.compile, whose backward graph scales. It holds the three gradients
-    in memory between forward and backward, in addition to the inputs, which
-    are saved too (for double backward). Other devices take the plain
-    operator, which has CUDA kernels (chapter 5).
+    runs and when grad_output is not 1 (loss scaling, `loss / k` for
+    gradient accumulation, reduction="none" followed by `.mean()`). On the
+    CPU, backward reads grad_output's value in eager mode and scales under
+    torch.compile; on CUDA, a kernel reads it on the device and scales the
+    saved gradients in place where it is not 1, so nothing synchronises and
+    CUDA graphs can capture it (under torch.compile the compiled backward
+    first copies the saved gradients, and moves as many bytes as scaling). On
+    CUDA, one pass needs rows that fit the kernel's registers (contiguous,
+    16-byte aligned, dim a multiple of 16 bytes and at most 32 KiB per row);
+    other rows take the forward saving distances and its backward. It holds
+    the three gradients in memory between forward and backward, in addition
+    to the inputs, which are saved too (for double backward).
 
     Aliasing: with grad_output exactly 1, backward returns the saved gradient
     tensors themselves, not copies. With `retain_graph=True`, two calls of
@@ -270,16 +394,23 @@ def triplet_hinge_loss(
     place makes the next backward through this graph raise autograd's
     "modified by an inplace operation" error instead of returning wrong
     values. (`.backward()` into `.grad` is unaffected: autograd copies a
-    gradient that is still referenced elsewhere before accumulating.)
+    gradient that is still referenced elsewhere before accumulating.) On
+    CUDA the in-place scaling changes the saved gradients: a second backward
+    through the same graph (retain_graph=True) raises that error.
     """
     t1, t2, beta, reduction = check_hyperparameters(t1, t2, beta, reduction)
     needs_grad = [t.requires_grad for t in (anchor, positive, negative)]
-    # The one-pass kernel is CPU only; on other devices (CUDA, meta) the plain
-    # operator and its two-pass kernels run, with the same results.
-    on_cpu = anchor.device.type == "cpu"
-    if grad_in_forward and on_cpu and torch.is_grad_enabled() and any(needs_grad):
+    backward_can_follow = torch.is_grad_enabled() and any(needs_grad)
+    # The operators with kernels for the CPU and CUDA; other devices (meta)
+    # take the plain operator, whose fake implementation serves them.
+    device = anchor.device.type
+    if grad_in_forward and backward_can_follow and device in ("cpu", "cuda"):
         return triplet_hinge_loss_with_grads_op(
             anchor, positive, negative, t1, t2, beta, reduction, needs_grad
+        )[0]
+    if backward_can_follow and device == "cuda":
+        return triplet_hinge_loss_with_distances_op(
+            anchor, positive, negative, t1, t2, beta, reduction
         )[0]
     return triplet_hinge_loss_op(
         anchor, positive, negative, t1, t2, beta, reduction
@@ -303,7 +434,7 @@ class CppTripletHingeLoss(TripletHingeLoss):
 # (a bank of negatives), which the kernels refuse as a dtype mismatch. The
 # casts are ordinary differentiable ops, so gradients reach the embeddings in
 # their own dtype.
-# grad_in_forward's operator follows the same rule.
-for _name in ("triplet_hinge_loss", "triplet_hinge_loss_with_grads"):
+# grad_in_forward's operator and the one saving distances follow the same rule.
+for _name in ("triplet_hinge_loss", "triplet_hinge_loss_with_grads", "triplet_hinge_loss_with_distances"):
     for _device in ("cpu", "cuda"):
         torch.library.register_autocast(f"extending_pytorch::{_name}", _device, torch.float32)

@@ -298,14 +298,19 @@ def run_in_fresh_process(code: str, *, timeout: float = 600) -> subprocess.Compl
     )
 
 
-def check_cuda_graph_capture_in_fresh_process(module: str, function: str, *, timeout: float = 300) -> None:
+def check_cuda_graph_capture_in_fresh_process(
+    module: str, function: str, *, timeout: float = 300, keywords: dict | None = None
+) -> None:
     """`check_cuda_graph_capture` of extending_pytorch.<module>.<function>, in a process of its own.
 
-    Raises AssertionError with the child's stderr when the capture fails there.
+    `keywords` (plain values) are passed to the function on every call, e.g.
+    {"grad_in_forward": True}. Raises AssertionError with the child's stderr
+    when the capture fails there.
     """
     result = run_in_fresh_process(
+        f"import functools\n"
         f"from extending_pytorch import testing, {module}\n"
-        f"testing.check_cuda_graph_capture({module}.{function})\n",
+        f"testing.check_cuda_graph_capture(functools.partial({module}.{function}, **{keywords or {}!r}))\n",
         timeout=timeout,
     )
     if result.returncode != 0:

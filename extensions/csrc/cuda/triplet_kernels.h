@@ -49,5 +49,58 @@ void launch_triplet_backward(const TripletInputs<scalar_t>& in, const scalar_t* 
                              scalar_t* grad_positive, scalar_t* grad_negative,
                              cudaStream_t stream);
 
+// ---- Fewer bytes (chapter 5, section 9; appendix 91) ----
+
+// The type of the saved squared distances: the kernels' accumulation type
+// (float, and double for double inputs).
+template <typename scalar_t>
+struct DistanceType {
+  using type = float;
+};
+template <>
+struct DistanceType<double> {
+  using type = double;
+};
+
+// The forward above, also writing each row's (d_ap, d_an) into
+// distances[2 * row], distances[2 * row + 1]: 2 * batch values.
+template <typename scalar_t>
+void launch_triplet_forward_saving_distances(const TripletInputs<scalar_t>& in, scalar_t* out,
+                                             typename DistanceType<scalar_t>::type* distances,
+                                             cudaStream_t stream);
+
+// The backward above, reading the saved distances instead of recomputing
+// them: each input row is read once.
+template <typename scalar_t>
+void launch_triplet_backward_from_distances(
+    const TripletInputs<scalar_t>& in, const typename DistanceType<scalar_t>::type* distances,
+    const scalar_t* grad_output, bool per_row, double scale, scalar_t* grad_anchor,
+    scalar_t* grad_positive, scalar_t* grad_negative, cudaStream_t stream);
+
+// Whether the one-pass kernel can take these inputs: unit column strides,
+// 16-byte aligned rows, dim a whole number of 16-byte packs and at most
+// one_pass_max_dim<scalar_t>() (the rows are held in registers).
+template <typename scalar_t>
+bool takes_one_pass(const TripletInputs<scalar_t>& in);
+template <typename scalar_t>
+int64_t one_pass_max_dim();
+
+// Per-triplet losses into out and, in the same pass, the gradients for
+// grad_output = 1 (each multiplied by `scale`), contiguous, null where not
+// needed. Only for inputs takes_one_pass accepts.
+template <typename scalar_t>
+void launch_triplet_forward_with_grads(const TripletInputs<scalar_t>& in, double scale,
+                                       scalar_t* out, scalar_t* grad_anchor,
+                                       scalar_t* grad_positive, scalar_t* grad_negative,
+                                       cudaStream_t stream);
+
+// Multiplies contiguous (batch, dim) gradients in place by grad_output (one
+// value per row, or one for all); rows whose value is exactly 1 are neither
+// read nor written.
+template <typename scalar_t>
+void launch_triplet_scale_gradients(const scalar_t* grad_output, bool per_row, int64_t batch,
+                                    int64_t dim, scalar_t* grad_anchor, scalar_t* grad_positive,
+                                    scalar_t* grad_negative, cudaStream_t stream);
+
 }  // namespace cuda
 }  // namespace extending_pytorch

@@ -109,6 +109,70 @@ int simt_triplet_backward(int dtype, const void* a, const void* p, const void* n
   });
 }
 
+// Fewer bytes (chapter 5, section 9): triplet_cuda.cpp's other launches.
+int simt_triplet_forward_saving_distances(int dtype, const void* a, const void* p, const void* n,
+                                          const int64_t* strides, int64_t batch, int64_t dim,
+                                          double t1, double t2, double beta, void* out,
+                                          void* distances, char* error, uint64_t size) {
+  return dispatch(dtype, error, size, [&](auto zero) {
+    using T = decltype(zero);
+    using D = typename cuda::DistanceType<T>::type;
+    cuda::launch_triplet_forward_saving_distances<T>(
+        inputs<T>(a, p, n, strides, batch, dim, t1, t2, beta), static_cast<T*>(out),
+        static_cast<D*>(distances), nullptr);
+  });
+}
+
+int simt_triplet_backward_from_distances(int dtype, const void* a, const void* p, const void* n,
+                                         const int64_t* strides, int64_t batch, int64_t dim,
+                                         double t1, double t2, double beta, const void* distances,
+                                         const void* grad_output, int per_row, double scale,
+                                         void* grad_a, void* grad_p, void* grad_n, char* error,
+                                         uint64_t size) {
+  return dispatch(dtype, error, size, [&](auto zero) {
+    using T = decltype(zero);
+    using D = typename cuda::DistanceType<T>::type;
+    cuda::launch_triplet_backward_from_distances<T>(
+        inputs<T>(a, p, n, strides, batch, dim, t1, t2, beta), static_cast<const D*>(distances),
+        static_cast<const T*>(grad_output), per_row != 0, scale, static_cast<T*>(grad_a),
+        static_cast<T*>(grad_p), static_cast<T*>(grad_n), nullptr);
+  });
+}
+
+// *result: 1 if the one-pass kernel takes these inputs, else 0.
+int simt_triplet_takes_one_pass(int dtype, const void* a, const void* p, const void* n,
+                                const int64_t* strides, int64_t batch, int64_t dim, int* result,
+                                char* error, uint64_t size) {
+  return dispatch(dtype, error, size, [&](auto zero) {
+    using T = decltype(zero);
+    *result = cuda::takes_one_pass<T>(inputs<T>(a, p, n, strides, batch, dim, 0, 0, 0)) ? 1 : 0;
+  });
+}
+
+int simt_triplet_forward_with_grads(int dtype, const void* a, const void* p, const void* n,
+                                    const int64_t* strides, int64_t batch, int64_t dim, double t1,
+                                    double t2, double beta, double scale, void* out, void* grad_a,
+                                    void* grad_p, void* grad_n, char* error, uint64_t size) {
+  return dispatch(dtype, error, size, [&](auto zero) {
+    using T = decltype(zero);
+    cuda::launch_triplet_forward_with_grads<T>(
+        inputs<T>(a, p, n, strides, batch, dim, t1, t2, beta), scale, static_cast<T*>(out),
+        static_cast<T*>(grad_a), static_cast<T*>(grad_p), static_cast<T*>(grad_n), nullptr);
+  });
+}
+
+int simt_triplet_scale_gradients(int dtype, const void* grad_output, int per_row, int64_t batch,
+                                 int64_t dim, void* grad_a, void* grad_p, void* grad_n,
+                                 char* error, uint64_t size) {
+  return dispatch(dtype, error, size, [&](auto zero) {
+    using T = decltype(zero);
+    cuda::launch_triplet_scale_gradients<T>(static_cast<const T*>(grad_output), per_row != 0,
+                                            batch, dim, static_cast<T*>(grad_a),
+                                            static_cast<T*>(grad_p), static_cast<T*>(grad_n),
+                                            nullptr);
+  });
+}
+
 int simt_involution_forward(int dtype, const int64_t* s, const void* input, const void* weight,
                             void* output, char* error, uint64_t size) {
   return dispatch(dtype, error, size, [&](auto zero) {

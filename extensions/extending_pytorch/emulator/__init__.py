@@ -37,7 +37,10 @@ The API:
 - ``triplet_hinge_loss``, ``triplet_forward``, ``triplet_backward``,
   ``involution``, ``involution_forward``, ``involution_backward``: the book's
   kernels (csrc/cuda/triplet.cu, involution.cu) through a binding that makes
-  the same launch calls as the CUDA binding.
+  the same launch calls as the CUDA binding; ``triplet_forward_with_distances``,
+  ``triplet_backward_from_distances``, ``triplet_forward_with_grads``,
+  ``triplet_takes_one_pass``, ``triplet_scale_gradients``: its launches that
+  move fewer bytes (chapter 5, section 9).
 - ``traffic()``: ``with emulator.traffic() as t:`` counts the global-memory
   bytes (per tensor, per launch) and 32-byte sectors of the emulated launches
   inside, and of Triton kernels run by Triton's interpreter (traffic.py).
@@ -71,8 +74,13 @@ from extending_pytorch.emulator.book import (
     involution_backward,
     involution_forward,
     triplet_backward,
+    triplet_backward_from_distances,
     triplet_forward,
+    triplet_forward_with_distances,
+    triplet_forward_with_grads,
     triplet_hinge_loss,
+    triplet_scale_gradients,
+    triplet_takes_one_pass,
 )
 from extending_pytorch.emulator.signatures import Binding, KernelSignature, Parameter, parse_kernels
 from extending_pytorch.emulator.source import EmulatedModule, Kernel, TemplateKernel, load_source
@@ -107,6 +115,11 @@ __all__ = [
     "triplet_hinge_loss",
     "triplet_forward",
     "triplet_backward",
+    "triplet_forward_with_distances",
+    "triplet_backward_from_distances",
+    "triplet_forward_with_grads",
+    "triplet_takes_one_pass",
+    "triplet_scale_gradients",
     "involution",
     "involution_forward",
     "involution_backward",

@@ -151,17 +151,8 @@ class _BookLibrary:
     def triplet_backward(self, grad_output, anchor, positive, negative, t1, t2, beta, reduction,
                          output_mask):
         t1, t2, beta, reduction = self._check_triplet(anchor, positive, negative, t1, t2, beta, reduction)
+        self._check_grad_output(grad_output, anchor, reduction)
         batch, dim = anchor.shape
-        expected = (batch,) if reduction == "none" else ()
-        if grad_output.numel() != (batch if reduction == "none" else 1) or (
-            reduction == "none" and tuple(grad_output.shape) != expected
-        ):
-            raise ValueError(
-                f"grad_output must have shape {expected} for reduction={reduction!r}, got "
-                f"{tuple(grad_output.shape)}"
-            )
-        if grad_output.dtype != anchor.dtype:
-            raise TypeError(f"grad_output must have the dtype of anchor ({anchor.dtype}), got {grad_output.dtype}")
         grads = [_poisoned_empty(batch, dim, like=anchor) if needed else None for needed in output_mask]
         if not any(output_mask):
             return tuple(grads)
@@ -178,6 +169,131 @@ class _BookLibrary:
             if t is not None:
                 _check_written(t, "triplet_backward_kernel", name)
         return tuple(grads)
+
+    # ---- Fewer bytes (chapter 5, section 9): triplet_cuda.cpp's other functions ----
+
+    def triplet_forward_with_distances(self, anchor, positive, negative, t1, t2, beta, reduction):
+        import torch
+
+        t1, t2, beta, reduction = self._check_triplet(anchor, positive, negative, t1, t2, beta, reduction)
+        batch = anchor.size(0)
+        per_triplet = _poisoned_empty(batch, like=anchor)
+        d_type = torch.float64 if anchor.dtype == torch.float64 else torch.float32
+        distances = _poisoned_empty(batch, 2, like=torch.empty(0, dtype=d_type))
+        self._run("simt_triplet_forward_saving_distances",
+                  *self._triplet_args(anchor, positive, negative, t1, t2, beta),
+                  ctypes.c_void_p(per_triplet.data_ptr()), ctypes.c_void_p(distances.data_ptr()),
+                  buffers=[("anchor", anchor), ("positive", positive), ("negative", negative),
+                           ("loss", per_triplet), ("distances", distances)])
+        _check_written(per_triplet, "triplet_forward_kernel", "the per-triplet losses")
+        _check_written(distances, "triplet_forward_kernel", "the distances")
+        if reduction != "none":
+            per_triplet = per_triplet.sum() if reduction == "sum" else per_triplet.mean()
+        return per_triplet, distances
+
+    def _check_grad_output(self, grad_output, anchor, reduction):
+        batch = anchor.size(0)
+        expected = (batch,) if reduction == "none" else ()
+        if grad_output.numel() != (batch if reduction == "none" else 1) or (
+            reduction == "none" and tuple(grad_output.shape) != expected
+        ):
+            raise ValueError(
+                f"grad_output must have shape {expected} for reduction={reduction!r}, got "
+                f"{tuple(grad_output.shape)}"
+            )
+        if grad_output.dtype != anchor.dtype:
+            raise TypeError(f"grad_output must have the dtype of anchor ({anchor.dtype}), got {grad_output.dtype}")
+
+    def triplet_backward_from_distances(self, grad_output, anchor, positive, negative, distances,
+                                        t1, t2, beta, reduction, output_mask):
+        import torch
+
+        t1, t2, beta, reduction = self._check_triplet(anchor, positive, negative, t1, t2, beta, reduction)
+        self._check_grad_output(grad_output, anchor, reduction)
+        batch, dim = anchor.shape
+        d_type = torch.float64 if anchor.dtype == torch.float64 else torch.float32
+        if tuple(distances.shape) != (batch, 2) or distances.dtype != d_type or not distances.is_contiguous():
+            raise ValueError(f"distances must be a contiguous ({batch}, 2) tensor of {d_type}, got "
+                             f"{tuple(distances.shape)} {distances.dtype}")
+        grads = [_poisoned_empty(batch, dim, like=anchor) if needed else None for needed in output_mask]
+        if not any(output_mask):
+            return tuple(grads)
+        g = grad_output.contiguous()
+        scale = 1.0 / batch if reduction == "mean" and batch > 0 else 1.0
+        pointer = lambda t: ctypes.c_void_p(t.data_ptr() if t is not None else None)  # noqa: E731
+        self._run("simt_triplet_backward_from_distances",
+                  *self._triplet_args(anchor, positive, negative, t1, t2, beta),
+                  ctypes.c_void_p(distances.data_ptr()), ctypes.c_void_p(g.data_ptr()),
+                  ctypes.c_int(reduction == "none"), ctypes.c_double(scale), *(pointer(t) for t in grads),
+                  buffers=[("distances", distances), ("grad_output", g), ("anchor", anchor),
+                           ("positive", positive), ("negative", negative), ("grad_anchor", grads[0]),
+                           ("grad_positive", grads[1]), ("grad_negative", grads[2])])
+        for t, name in zip(grads, ("grad_anchor", "grad_positive", "grad_negative")):
+            if t is not None:
+                _check_written(t, "triplet_backward_kernel", name)
+        return tuple(grads)
+
+    def triplet_takes_one_pass(self, anchor, positive, negative):
+        result = ctypes.c_int(0)
+        args = self._triplet_args(anchor, positive, negative, 0.0, 0.0, 0.0)[:7]
+        self._run("simt_triplet_takes_one_pass", *args, ctypes.byref(result))
+        return bool(result.value)
+
+    def triplet_forward_with_grads(self, anchor, positive, negative, t1, t2, beta, reduction,
+                                   output_mask):
+        """triplet_forward_with_grads_cuda: one pass where the rows fit, else distances + backward."""
+        import torch
+
+        t1, t2, beta, reduction = self._check_triplet(anchor, positive, negative, t1, t2, beta, reduction)
+        batch, dim = anchor.shape
+        scale = 1.0 / batch if reduction == "mean" and batch > 0 else 1.0
+        if batch and not self.triplet_takes_one_pass(anchor, positive, negative):
+            loss, distances = self.triplet_forward_with_distances(anchor, positive, negative, t1, t2,
+                                                                  beta, "none")
+            # As the binding: grad_output one scalar 1, scaled by 1 / B for "mean".
+            one = torch.ones((), dtype=anchor.dtype)
+            grads = self.triplet_backward_from_distances(
+                one, anchor, positive, negative, distances, t1, t2, beta,
+                "mean" if reduction == "mean" else "sum", output_mask)
+        else:
+            loss = _poisoned_empty(batch, like=anchor)
+            grads = [_poisoned_empty(batch, dim, like=anchor) if needed else None for needed in output_mask]
+            pointer = lambda t: ctypes.c_void_p(t.data_ptr() if t is not None else None)  # noqa: E731
+            if batch:
+                self._run("simt_triplet_forward_with_grads",
+                          *self._triplet_args(anchor, positive, negative, t1, t2, beta),
+                          ctypes.c_double(scale), ctypes.c_void_p(loss.data_ptr()),
+                          *(pointer(t) for t in grads),
+                          buffers=[("anchor", anchor), ("positive", positive), ("negative", negative),
+                                   ("loss", loss), ("grad_anchor", grads[0]),
+                                   ("grad_positive", grads[1]), ("grad_negative", grads[2])])
+            _check_written(loss, "triplet_forward_with_grads_kernel", "the per-triplet losses")
+            for t, name in zip(grads, ("grad_anchor", "grad_positive", "grad_negative")):
+                if t is not None:
+                    _check_written(t, "triplet_forward_with_grads_kernel", name)
+        if reduction != "none":
+            loss = loss.sum() if reduction == "sum" else loss.mean()
+        return (loss, *grads)
+
+    def triplet_scale_gradients(self, grad_output, grad_anchor, grad_positive, grad_negative,
+                                reduction):
+        grads = (grad_anchor, grad_positive, grad_negative)
+        present = [t for t in grads if t is not None]
+        if not present:
+            return grads
+        batch, dim = present[0].shape
+        for t in present:
+            if t.shape != present[0].shape or not t.is_contiguous() or t.dtype != grad_output.dtype:
+                raise ValueError("the gradients must be contiguous, of one shape, with grad_output's dtype")
+        self._check_grad_output(grad_output, present[0], reduction)
+        g = grad_output.contiguous()
+        pointer = lambda t: ctypes.c_void_p(t.data_ptr() if t is not None else None)  # noqa: E731
+        self._run("simt_triplet_scale_gradients", ctypes.c_int(_dtype_code(g.dtype)),
+                  ctypes.c_void_p(g.data_ptr()), ctypes.c_int(reduction == "none"),
+                  ctypes.c_int64(batch), ctypes.c_int64(dim), *(pointer(t) for t in grads),
+                  buffers=[("grad_output", g), ("grad_anchor", grad_anchor),
+                           ("grad_positive", grad_positive), ("grad_negative", grad_negative)])
+        return grads
 
     @staticmethod
     def _involution_shape(op, input, weight, stride, padding, dilation):
@@ -284,22 +400,102 @@ def triplet_backward(grad_output, anchor, positive, negative, t1, t2, beta, redu
                  mode=mode, schedule=schedule, seed=seed, max_blocks=max_blocks, timeout=timeout)
 
 
+def triplet_forward_with_distances(anchor, positive, negative, t1, t2, beta, reduction="mean", *,
+                                   mode="fast", schedule="forward", seed=0, max_blocks=0, csrc=None,
+                                   timeout=DEFAULT_TIMEOUT):
+    """triplet.cu's forward kernel, also saving each row's squared distances:
+    (loss, distances), distances (B, 2) in float32 (float64 for float64 inputs)."""
+    return _call(_book(csrc), "triplet_forward_with_distances",
+                 (anchor, positive, negative, float(t1), float(t2), float(beta), reduction),
+                 mode=mode, schedule=schedule, seed=seed, max_blocks=max_blocks, timeout=timeout)
+
+
+def triplet_backward_from_distances(grad_output, anchor, positive, negative, distances, t1, t2, beta,
+                                    reduction, output_mask=(True, True, True), *, mode="fast",
+                                    schedule="forward", seed=0, max_blocks=0, csrc=None,
+                                    timeout=DEFAULT_TIMEOUT):
+    """triplet.cu's backward kernel reading the saved distances: each row read once."""
+    return _call(_book(csrc), "triplet_backward_from_distances",
+                 (grad_output, anchor, positive, negative, distances, float(t1), float(t2),
+                  float(beta), reduction, list(map(bool, output_mask))),
+                 mode=mode, schedule=schedule, seed=seed, max_blocks=max_blocks, timeout=timeout)
+
+
+def triplet_forward_with_grads(anchor, positive, negative, t1, t2, beta, reduction="mean",
+                               output_mask=(True, True, True), *, mode="fast", schedule="forward",
+                               seed=0, max_blocks=0, csrc=None, timeout=DEFAULT_TIMEOUT):
+    """triplet_cuda.cpp's triplet_hinge_loss_with_grads: (loss, grad_anchor, grad_positive,
+    grad_negative) for grad_output = 1, in one pass where the rows fit (triplet_takes_one_pass)."""
+    return _call(_book(csrc), "triplet_forward_with_grads",
+                 (anchor, positive, negative, float(t1), float(t2), float(beta), reduction,
+                  list(map(bool, output_mask))),
+                 mode=mode, schedule=schedule, seed=seed, max_blocks=max_blocks, timeout=timeout)
+
+
+def triplet_takes_one_pass(anchor, positive, negative, *, csrc=None, timeout=DEFAULT_TIMEOUT):
+    """Whether triplet_forward_with_grads takes these inputs in one pass (cuda::takes_one_pass)."""
+    return _call(_book(csrc), "triplet_takes_one_pass", (anchor, positive, negative),
+                 mode="fast", schedule="forward", seed=0, max_blocks=0, timeout=timeout)
+
+
+def triplet_scale_gradients(grad_output, grad_anchor, grad_positive, grad_negative, reduction, *,
+                            mode="fast", schedule="forward", seed=0, max_blocks=0, csrc=None,
+                            timeout=DEFAULT_TIMEOUT):
+    """triplet.cu's in-place scaling of saved gradients by grad_output (rows whose value is 1
+    untouched). Returns the three gradients as the kernel left them (the worker changes its
+    copies in place; the tensors passed in are not changed)."""
+    return _call(_book(csrc), "triplet_scale_gradients",
+                 (grad_output, grad_anchor, grad_positive, grad_negative, reduction),
+                 mode=mode, schedule=schedule, seed=seed, max_blocks=max_blocks, timeout=timeout)
+
+
 def _autograd_function():
     import torch
 
     class EmulatedTriplet(torch.autograd.Function):
+        # As the CUDA operator does (ops.triplet_hinge_loss): when a gradient will be
+        # needed, the forward saves the distances and the backward reads each row once.
         @staticmethod
         def forward(ctx, anchor, positive, negative, t1, t2, beta, reduction, options):
-            ctx.save_for_backward(anchor, positive, negative)
             ctx.hyper = (t1, t2, beta, reduction)
             ctx.options = options
-            return triplet_forward(anchor, positive, negative, t1, t2, beta, reduction, **options)
+            if not any(ctx.needs_input_grad[:3]):
+                return triplet_forward(anchor, positive, negative, t1, t2, beta, reduction, **options)
+            loss, distances = triplet_forward_with_distances(anchor, positive, negative, t1, t2, beta,
+                                                             reduction, **options)
+            ctx.save_for_backward(anchor, positive, negative, distances)
+            return loss
 
         @staticmethod
         def backward(ctx, grad):
-            anchor, positive, negative = ctx.saved_tensors
-            grads = triplet_backward(grad, anchor, positive, negative, *ctx.hyper,
-                                     ctx.needs_input_grad[:3], **ctx.options)
+            anchor, positive, negative, distances = ctx.saved_tensors
+            grads = triplet_backward_from_distances(grad, anchor, positive, negative, distances,
+                                                    *ctx.hyper, ctx.needs_input_grad[:3], **ctx.options)
+            return (*grads, None, None, None, None, None)
+
+    class EmulatedTripletWithGrads(torch.autograd.Function):
+        # ops.triplet_hinge_loss(..., grad_in_forward=True) on CUDA: the gradients in the
+        # forward; the backward scales them in place, deciding on the "device".
+        @staticmethod
+        def forward(ctx, anchor, positive, negative, t1, t2, beta, reduction, options):
+            loss, *grads = triplet_forward_with_grads(anchor, positive, negative, t1, t2, beta,
+                                                      reduction, ctx.needs_input_grad[:3], **options)
+            ctx.present = [g is not None for g in grads]
+            ctx.save_for_backward(*(g for g in grads if g is not None))
+            ctx.reduction = reduction
+            ctx.options = options
+            return loss
+
+        @staticmethod
+        def backward(ctx, grad):
+            saved = iter(ctx.saved_tensors)
+            grads = [next(saved) if present else None for present in ctx.present]
+            scaled = triplet_scale_gradients(grad, *grads, ctx.reduction, **ctx.options)
+            # As on the GPU, in place: a second backward through the graph then raises
+            # autograd's "modified by an inplace operation" error.
+            for g, new in zip(grads, scaled):
+                if g is not None:
+                    g.copy_(new)
             return (*grads, None, None, None, None, None)
 
     class EmulatedInvolution(torch.autograd.Function):
@@ -317,7 +513,7 @@ def _autograd_function():
                                         ctx.needs_input_grad[:2], **ctx.options)
             return (*grads, None, None, None, None)
 
-    return EmulatedTriplet, EmulatedInvolution
+    return EmulatedTriplet, EmulatedInvolution, EmulatedTripletWithGrads
 
 
 _functions = None
@@ -330,14 +526,23 @@ def _autograd():
     return _functions
 
 
-def triplet_hinge_loss(anchor, positive, negative, *, t1, t2, beta, reduction="mean", **options):
+def triplet_hinge_loss(anchor, positive, negative, *, t1, t2, beta, reduction="mean",
+                       grad_in_forward=False, **options):
     """The triplet loss computed by triplet.cu's kernels, differentiable.
 
     The signature of chapter 1's reference (so testing.check_against_reference
     takes it), plus the emulator's options: mode, schedule, seed, max_blocks,
-    csrc, timeout.
+    csrc, timeout. As the CUDA operator: with a gradient to come, the forward
+    saves the distances; grad_in_forward=True computes the gradients in the
+    forward (one pass where the rows fit).
     """
-    return _autograd()[0].apply(anchor, positive, negative, t1, t2, beta, reduction, options)
+    import torch
+
+    function = _autograd()[0]
+    if grad_in_forward and torch.is_grad_enabled() and any(
+            t.requires_grad for t in (anchor, positive, negative)):
+        function = _autograd()[2]
+    return function.apply(anchor, positive, negative, t1, t2, beta, reduction, options)
 
 
 def _pairs(stride, padding, dilation):

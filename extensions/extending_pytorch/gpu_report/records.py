@@ -21,7 +21,8 @@ SCHEMA = "extending_pytorch.gpu_report/1"
 REPORT_DIR = REPO_ROOT / "notebooks" / "data" / "gpu"
 # Where a run without a GPU writes, unless told otherwise: a build product.
 NO_GPU_DIR = REPO_ROOT / "_build" / "gpu-report"
-COLUMNS = {"eager": "eager", "compile": "torch.compile", "cpp": "CUDA operator", "triton": "Triton"}
+COLUMNS = {"eager": "eager", "compile": "torch.compile", "cpp": "CUDA operator",
+           "cpp grad_in_forward": "CUDA operator, grad_in_forward", "triton": "Triton"}
 ELEMENT_SIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
 
 

@@ -17,6 +17,7 @@ from typing import Callable
 
 from extending_pytorch.display import REPO_ROOT
 from extending_pytorch.gpu_report import parse
+from extending_pytorch.gpu_report.workloads import PROFILE_IMPLEMENTATIONS
 from extending_pytorch.gpu_report.environment import cuda_tool
 
 SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
@@ -28,6 +29,7 @@ TEST_FILES = (
     "tests/test_cpp_ops.py",
     "tests/test_functions.py",
     "tests/test_grad_in_forward.py",
+    "tests/test_saved_distances.py",
 )
 STABLE_TEST_FILE = "tests/test_stable_abi.py"
 OLDEST_STABLE_TORCH = (2, 13)
@@ -103,7 +105,7 @@ def plan(python: str, work_dir: pathlib.Path, *, has_gpu: bool, quick: bool = Fa
             env={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
         ))
     ncu = cuda_tool("ncu")
-    for name in ("cpp", "compile", "triton"):
+    for name in PROFILE_IMPLEMENTATIONS:
         steps.append(Step(
             f"ncu-{name}",
             f"Nsight Compute: DRAM bytes and duration of each kernel of one {name} "

@@ -28,9 +28,9 @@ SETTINGS = dict(t1=-1.0, t2=0.5, beta=0.5)
 # the CUDA operator.
 SWEEP_SIZES = [(4096, 512), (32768, 8192), (32768, 1024), (16384, 1024), (32768, 4096)]
 SWEEP_QUICK_SIZES = [(4096, 512), (32768, 8192)]
-SWEEP_IMPLEMENTATIONS = ["eager", "compile", "cpp", "triton"]
+SWEEP_IMPLEMENTATIONS = ["eager", "compile", "cpp", "cpp grad_in_forward", "triton"]
 PROFILE_SIZE = (32768, 8192)  # where the bytes decide the time
-PROFILE_IMPLEMENTATIONS = ("cpp", "compile", "triton")
+PROFILE_IMPLEMENTATIONS = ("cpp", "compile", "triton", "cpp grad_in_forward")
 
 
 def load_operators() -> None:
@@ -80,6 +80,19 @@ def sanitize() -> None:
             loss = ops.triplet_hinge_loss(*leaves, **SETTINGS)
             torch.autograd.grad(loss, leaves)
             torch.autograd.grad(ops.triplet_hinge_loss(leaves[0], p, n, **SETTINGS), leaves[0])
+            # grad_in_forward: these views (rows dim + 1 apart, one offset by an
+            # element) take the two kernels; the contiguous copies below, one pass
+            # (dim 8: one pack per thread; dim 515: the two kernels again, not
+            # whole packs). The in-place scaling with grad_output 1, 3 and per row.
+            for grad_output in (1.0, 3.0):
+                loss = ops.triplet_hinge_loss(*leaves, **SETTINGS, grad_in_forward=True)
+                torch.autograd.grad(loss * grad_output, leaves)
+            inputs = [t.detach().contiguous().requires_grad_() for t in (a, p, n)]
+            loss = ops.triplet_hinge_loss(*inputs, **SETTINGS, reduction="none", grad_in_forward=True)
+            torch.autograd.grad(loss, inputs, torch.linspace(0, 2, 37, device="cuda", dtype=dtype))
+    # The one-pass kernel with 8 packs per thread, 3 rows (each block's barriers used).
+    rows = [torch.randn(3, 8192, device="cuda", generator=generator).requires_grad_() for _ in range(3)]
+    torch.autograd.grad(ops.triplet_hinge_loss(*rows, **SETTINGS, grad_in_forward=True), rows)
     empty = torch.empty(0, 8, device="cuda", requires_grad=True)
     torch.autograd.grad(ops.triplet_hinge_loss(empty, empty, empty, **SETTINGS), empty)
     x = torch.randn(2, 8, 13, 11, device="cuda", requires_grad=True)
@@ -87,7 +100,8 @@ def sanitize() -> None:
     out = involution.involution(x, w, 1, 1, 1)
     torch.autograd.grad(out.sum(), (x, w))
     torch.cuda.synchronize()
-    print("kernels ran: triplet forward and backward (4 dtypes, packed and scalar), involution")
+    print("kernels ran: triplet forward and backward (4 dtypes, packed and scalar), the one-pass kernel and "
+          "its in-place scaling, involution")
 
 
 def wrong_rank() -> None:
