@@ -379,9 +379,10 @@ def triplet_hinge_loss(
     gradient accumulation, reduction="none" followed by `.mean()`). On the
     CPU, backward reads grad_output's value in eager mode and scales under
     torch.compile; on CUDA, a kernel reads it on the device and scales the
-    saved gradients in place where it is not 1, so nothing synchronises and
-    CUDA graphs can capture it (under torch.compile the compiled backward
-    first copies the saved gradients, and moves as many bytes as scaling). On
+    saved gradients in place where it is not 1, so nothing synchronises (as
+    CUDA-graph capture requires; tests/test_saved_distances.py checks the
+    capture on a GPU). Under torch.compile the compiled backward first copies
+    the saved gradients, and moves as many bytes as scaling. On
     CUDA, one pass needs rows that fit the kernel's registers (contiguous,
     16-byte aligned, dim a multiple of 16 bytes and at most 32 KiB per row);
     other rows take the forward saving distances and its backward. It holds
