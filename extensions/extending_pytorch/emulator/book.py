@@ -68,6 +68,16 @@ def _book_module(mode: str, csrc: str | None):
     return _BookLibrary(directory / f"{name}.so", mode)
 
 
+def _pointer(t):
+    """A tensor's address for a launch function; null for a gradient not asked for."""
+    return ctypes.c_void_p(t.data_ptr() if t is not None else None)
+
+
+def _new_gradients(batch, dim, like, output_mask):
+    """The (batch, dim) gradients output_mask asks for, poisoned; None for the others."""
+    return [_poisoned_empty(batch, dim, like=like) if needed else None for needed in output_mask]
+
+
 def _dtype_code(dtype) -> int:
     import torch
 
@@ -153,15 +163,14 @@ class _BookLibrary:
         t1, t2, beta, reduction = self._check_triplet(anchor, positive, negative, t1, t2, beta, reduction)
         self._check_grad_output(grad_output, anchor, reduction)
         batch, dim = anchor.shape
-        grads = [_poisoned_empty(batch, dim, like=anchor) if needed else None for needed in output_mask]
+        grads = _new_gradients(batch, dim, anchor, output_mask)
         if not any(output_mask):
             return tuple(grads)
         g = grad_output.contiguous()
         scale = 1.0 / batch if reduction == "mean" and batch > 0 else 1.0
-        pointer = lambda t: ctypes.c_void_p(t.data_ptr() if t is not None else None)  # noqa: E731
         self._run("simt_triplet_backward", *self._triplet_args(anchor, positive, negative, t1, t2, beta),
                   ctypes.c_void_p(g.data_ptr()), ctypes.c_int(reduction == "none"),
-                  ctypes.c_double(scale), *(pointer(t) for t in grads),
+                  ctypes.c_double(scale), *(_pointer(t) for t in grads),
                   buffers=[("grad_output", g), ("anchor", anchor), ("positive", positive),
                            ("negative", negative), ("grad_anchor", grads[0]),
                            ("grad_positive", grads[1]), ("grad_negative", grads[2])])
@@ -215,16 +224,15 @@ class _BookLibrary:
         if tuple(distances.shape) != (batch, 2) or distances.dtype != d_type or not distances.is_contiguous():
             raise ValueError(f"distances must be a contiguous ({batch}, 2) tensor of {d_type}, got "
                              f"{tuple(distances.shape)} {distances.dtype}")
-        grads = [_poisoned_empty(batch, dim, like=anchor) if needed else None for needed in output_mask]
+        grads = _new_gradients(batch, dim, anchor, output_mask)
         if not any(output_mask):
             return tuple(grads)
         g = grad_output.contiguous()
         scale = 1.0 / batch if reduction == "mean" and batch > 0 else 1.0
-        pointer = lambda t: ctypes.c_void_p(t.data_ptr() if t is not None else None)  # noqa: E731
         self._run("simt_triplet_backward_from_distances",
                   *self._triplet_args(anchor, positive, negative, t1, t2, beta),
                   ctypes.c_void_p(distances.data_ptr()), ctypes.c_void_p(g.data_ptr()),
-                  ctypes.c_int(reduction == "none"), ctypes.c_double(scale), *(pointer(t) for t in grads),
+                  ctypes.c_int(reduction == "none"), ctypes.c_double(scale), *(_pointer(t) for t in grads),
                   buffers=[("distances", distances), ("grad_output", g), ("anchor", anchor),
                            ("positive", positive), ("negative", negative), ("grad_anchor", grads[0]),
                            ("grad_positive", grads[1]), ("grad_negative", grads[2])])
@@ -257,13 +265,12 @@ class _BookLibrary:
                 "mean" if reduction == "mean" else "sum", output_mask)
         else:
             loss = _poisoned_empty(batch, like=anchor)
-            grads = [_poisoned_empty(batch, dim, like=anchor) if needed else None for needed in output_mask]
-            pointer = lambda t: ctypes.c_void_p(t.data_ptr() if t is not None else None)  # noqa: E731
+            grads = _new_gradients(batch, dim, anchor, output_mask)
             if batch:
                 self._run("simt_triplet_forward_with_grads",
                           *self._triplet_args(anchor, positive, negative, t1, t2, beta),
                           ctypes.c_double(scale), ctypes.c_void_p(loss.data_ptr()),
-                          *(pointer(t) for t in grads),
+                          *(_pointer(t) for t in grads),
                           buffers=[("anchor", anchor), ("positive", positive), ("negative", negative),
                                    ("loss", loss), ("grad_anchor", grads[0]),
                                    ("grad_positive", grads[1]), ("grad_negative", grads[2])])
@@ -287,10 +294,9 @@ class _BookLibrary:
                 raise ValueError("the gradients must be contiguous, of one shape, with grad_output's dtype")
         self._check_grad_output(grad_output, present[0], reduction)
         g = grad_output.contiguous()
-        pointer = lambda t: ctypes.c_void_p(t.data_ptr() if t is not None else None)  # noqa: E731
         self._run("simt_triplet_scale_gradients", ctypes.c_int(_dtype_code(g.dtype)),
                   ctypes.c_void_p(g.data_ptr()), ctypes.c_int(reduction == "none"),
-                  ctypes.c_int64(batch), ctypes.c_int64(dim), *(pointer(t) for t in grads),
+                  ctypes.c_int64(batch), ctypes.c_int64(dim), *(_pointer(t) for t in grads),
                   buffers=[("grad_output", g), ("grad_anchor", grad_anchor),
                            ("grad_positive", grad_positive), ("grad_negative", grad_negative)])
         return grads
