@@ -310,3 +310,40 @@ def test_a_stack_overflow_is_reported_naming_the_thread():
         m.recurse[1, 32](y, 100_000)
     m.recurse[1, 32](y, 10, outputs=["y"])  # a new worker, as good as the first
     assert (y == 55).all()
+
+
+def test_simt_h_included_on_its_own_builds_a_program_that_runs_a_kernel(tmp_path):
+    # Bug: the runtime's definitions reachable only through runtime.cpp (the emulator's
+    # builds link it; SIMT_SEPARATE_RUNTIME), so that a reader's own program that includes
+    # simt.h, as its README says it may, fails to link (undefined run_launch, ...).
+    import subprocess
+
+    from extending_pytorch.emulator.toolchain import SIMT_DIR, _compiler, cuda_include_dir
+
+    program = tmp_path / "main.cpp"
+    program.write_text(
+        '#include "simt.h"\n'
+        "#include <cstdio>\n"
+        "__global__ void sums(const int* x, int* out) {\n"
+        "  int v = x[threadIdx.x];\n"
+        "  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);\n"
+        "  __syncthreads();\n"
+        "  out[threadIdx.x] = v;\n"
+        "}\n"
+        "int main() {\n"
+        "  int x[64], out[64];\n"
+        "  for (int i = 0; i < 64; ++i) x[i] = i;\n"
+        '  simt::launch("sums", [](auto&&... a) { sums(a...); }, dim3(1), dim3(64))(x, out);\n'
+        '  std::printf("%d %d\\n", out[0], out[63]);\n'
+        "}\n"
+    )
+    exe = tmp_path / "main"
+    build = subprocess.run(
+        [_compiler(), "-std=c++20", "-include", "memory", "-O1", f"-I{SIMT_DIR / 'include'}", f"-I{SIMT_DIR}",
+         f"-I{cuda_include_dir()}", str(program), "-o", str(exe)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert build.returncode == 0, build.stderr[-3000:]
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == [str(sum(range(32))), str(sum(range(32, 64)))]

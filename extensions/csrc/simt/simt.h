@@ -200,21 +200,6 @@ inline constexpr size_t kMaxDynamicShared = 227 * 1024;
 
 namespace detail {
 
-inline std::string format_dim(const uint3& v) {
-  return "(" + std::to_string(v.x) + "," + std::to_string(v.y) + "," + std::to_string(v.z) + ")";
-}
-inline std::string format_dim(const dim3& v) {
-  return "(" + std::to_string(v.x) + "," + std::to_string(v.y) + "," + std::to_string(v.z) + ")";
-}
-inline std::string format_site(const std::source_location& s) {
-  return std::string(s.file_name()) + ":" + std::to_string(s.line());
-}
-inline std::string hex_mask(unsigned mask) {
-  char text[16];
-  std::snprintf(text, sizeof text, "0x%08x", mask);
-  return text;
-}
-
 // Runtime code that threads (fibers) run touches the emulator's own state,
 // which ThreadSanitizer must not take for the kernel's memory: it is ignored.
 // (Defined below, once Thread is: it counts the thread's open scopes, so that
@@ -378,18 +363,69 @@ inline Internal::~Internal() {
 }
 #endif
 
-inline std::string where(const Thread& t) {
+inline Thread& self_or_die(const char* what) {
+  if (current == nullptr) {
+    std::fprintf(stderr, "simt: %s called outside a kernel\n", what);
+    std::abort();
+  }
+  return *current;
+}
+
+// A thread of `self`'s warp by lane (null: the warp has no such lane).
+inline Thread* lane_thread(Thread& self, unsigned lane) {
+  const unsigned linear = self.warp * 32 + lane;
+  return linear < self.block->threads.size() ? &self.block->threads[linear] : nullptr;
+}
+
+// ---- The runtime: the scheduler, collectives, reports --------------------------
+// Header-only by default (inline, as above). The emulator's builds compile these once
+// per build mode into an object of their own (SIMT_SEPARATE_RUNTIME; runtime.cpp defines
+// SIMT_RUNTIME_DEFINITIONS too) and link it into every module: a kernel's translation
+// unit then holds only the kernel, its launch glue and the templates it instantiates.
+#if defined(SIMT_SEPARATE_RUNTIME) && !defined(SIMT_RUNTIME_DEFINITIONS)
+std::string format_dim(const uint3& v);
+std::string format_dim(const dim3& v);
+std::string format_site(const std::source_location& s);
+std::string hex_mask(unsigned mask);
+std::string where(const Thread& t);
+[[noreturn]] void fail(Thread& self, const std::string& message);
+void warp_collective(Thread& self);
+void block_barrier(Thread& self);
+void run_launch(Launch& launch);
+#else
+#if defined(SIMT_SEPARATE_RUNTIME)
+#define SIMT_RUNTIME_FN
+#else
+#define SIMT_RUNTIME_FN inline
+#endif
+
+SIMT_RUNTIME_FN std::string format_dim(const uint3& v) {
+  return "(" + std::to_string(v.x) + "," + std::to_string(v.y) + "," + std::to_string(v.z) + ")";
+}
+SIMT_RUNTIME_FN std::string format_dim(const dim3& v) {
+  return "(" + std::to_string(v.x) + "," + std::to_string(v.y) + "," + std::to_string(v.z) + ")";
+}
+SIMT_RUNTIME_FN std::string format_site(const std::source_location& s) {
+  return std::string(s.file_name()) + ":" + std::to_string(s.line());
+}
+SIMT_RUNTIME_FN std::string hex_mask(unsigned mask) {
+  char text[16];
+  std::snprintf(text, sizeof text, "0x%08x", mask);
+  return text;
+}
+
+SIMT_RUNTIME_FN std::string where(const Thread& t) {
   return "blockIdx " + format_dim(t.block->idx) + ", threadIdx " + format_dim(t.idx);
 }
 
-inline std::string kernel_context() {
+SIMT_RUNTIME_FN std::string kernel_context() {
   if (current_launch == nullptr) return "";
   return " [kernel " + std::string(current_launch->kernel) + " launched at " +
          format_site(current_launch->site) + "]";
 }
 
 // Switch from the running thread back to the scheduler.
-inline void to_scheduler(Thread& self, bool finished) {
+SIMT_RUNTIME_FN void to_scheduler(Thread& self, bool finished) {
 #if defined(SIMT_TSAN)
   // What this thread did so far happens before the end of the launch (also
   // when the launch stops with a report and the thread never resumes).
@@ -417,7 +453,7 @@ inline void to_scheduler(Thread& self, bool finished) {
 }
 
 // Stop the block with a report; the thread never resumes.
-[[noreturn]] inline void fail(Thread& self, const std::string& message) {
+[[noreturn]] SIMT_RUNTIME_FN void fail(Thread& self, const std::string& message) {
   {
     [[maybe_unused]] Internal internal;
     if (self.block->error.empty()) {
@@ -434,52 +470,23 @@ inline void to_scheduler(Thread& self, bool finished) {
   std::abort();  // not reached: a failed block is never resumed
 }
 
-inline void thread_main(Thread& self);
+SIMT_RUNTIME_FN void thread_main(Thread& self);
 
-inline Thread& self_or_die(const char* what) {
-  if (current == nullptr) {
-    std::fprintf(stderr, "simt: %s called outside a kernel\n", what);
-    std::abort();
-  }
-  return *current;
-}
-
-inline std::string lanes_text(unsigned mask) {
-  std::string text;
-  for (int lane = 0; lane < 32; ++lane) {
-    if (mask & (1u << lane)) {
-      int last = lane;
-      while (last + 1 < 32 && (mask & (1u << (last + 1)))) ++last;
-      if (!text.empty()) text += ",";
-      text += std::to_string(lane);
-      if (last > lane) text += "-" + std::to_string(last);
-      lane = last;
-    }
-  }
-  return text.empty() ? "none" : text;
-}
-
-inline std::string arrival_text(const Arrival& a) {
+SIMT_RUNTIME_FN std::string arrival_text(const Arrival& a) {
   std::string text = std::string(kind_name(a.kind)) + " at " + format_site(a.site);
   if (a.kind != Kind::syncthreads) text += " (mask " + hex_mask(a.mask) + ")";
   return text;
 }
 
-inline bool same_collective(const Arrival& a, const Arrival& b) {
+SIMT_RUNTIME_FN bool same_collective(const Arrival& a, const Arrival& b) {
   return a.kind == b.kind && a.site.line() == b.site.line() &&
          a.site.column() == b.site.column() &&
          (a.site.file_name() == b.site.file_name() ||
           std::strcmp(a.site.file_name(), b.site.file_name()) == 0);
 }
 
-// A thread of `self`'s warp by lane (null: the warp has no such lane).
-inline Thread* lane_thread(Thread& self, unsigned lane) {
-  const unsigned linear = self.warp * 32 + lane;
-  return linear < self.block->threads.size() ? &self.block->threads[linear] : nullptr;
-}
-
 // The lane of a completed shuffle that `t` reads, or -1 for its own value.
-inline int shuffle_source(const Thread& t) {
+SIMT_RUNTIME_FN int shuffle_source(const Thread& t) {
   const Arrival& a = t.arrival;
   const int lane = static_cast<int>(t.lane);
   const int width = a.width;
@@ -501,7 +508,7 @@ inline int shuffle_source(const Thread& t) {
 }
 
 // Completes the collective all lanes of `mask` in self's warp have reached.
-inline void complete_warp_collective(Thread& self) {
+SIMT_RUNTIME_FN void complete_warp_collective(Thread& self) {
   const Arrival& mine = self.arrival;
   unsigned ballot = 0;
   for (unsigned lane = 0; lane < 32; ++lane) {
@@ -541,7 +548,7 @@ inline void complete_warp_collective(Thread& self) {
 }
 
 // The checks every collective of a warp makes on arrival.
-inline void check_warp_arrival(Thread& self) {
+SIMT_RUNTIME_FN void check_warp_arrival(Thread& self) {
   const Arrival& mine = self.arrival;
   // Built only for a report (an arrival is checked at every collective).
   const auto here = [&] {
@@ -618,13 +625,13 @@ inline void check_warp_arrival(Thread& self) {
   }
 }
 
-inline void tsan_release(void* sync) {
+SIMT_RUNTIME_FN void tsan_release(void* sync) {
 #if defined(SIMT_TSAN)
   __tsan_release(sync);
 #endif
   (void)sync;
 }
-inline void tsan_acquire(void* sync) {
+SIMT_RUNTIME_FN void tsan_acquire(void* sync) {
 #if defined(SIMT_TSAN)
   __tsan_acquire(sync);
 #endif
@@ -632,7 +639,7 @@ inline void tsan_acquire(void* sync) {
 }
 
 // A warp collective: wait until every lane of the mask has arrived.
-inline void warp_collective(Thread& self) {
+SIMT_RUNTIME_FN void warp_collective(Thread& self) {
   const bool orders_memory = self.arrival.kind == Kind::syncwarp;
   void* sync = &self.block->warp_sync[self.warp];
   if (orders_memory) tsan_release(sync);
@@ -657,7 +664,7 @@ inline void warp_collective(Thread& self) {
 }
 
 // __syncthreads: every thread of the block, at the same barrier.
-inline void block_barrier(Thread& self) {
+SIMT_RUNTIME_FN void block_barrier(Thread& self) {
   tsan_release(&self.block->barrier_sync);
   {
     [[maybe_unused]] Internal internal;
@@ -720,7 +727,7 @@ inline void block_barrier(Thread& self) {
 }
 
 // A thread leaves the kernel: nobody may be waiting for it.
-inline void on_exit(Thread& self) {
+SIMT_RUNTIME_FN void on_exit(Thread& self) {
   [[maybe_unused]] Internal internal;
   // With nobody at a barrier, only lanes of this warp can be waiting for this one; with
   // none of them waiting at a warp collective either, nobody is.
@@ -751,7 +758,7 @@ inline void on_exit(Thread& self) {
   self.block->warp_exited[self.warp] |= 1u << self.lane;
 }
 
-inline void thread_main(Thread& self) {
+SIMT_RUNTIME_FN void thread_main(Thread& self) {
 #if defined(SIMT_ASAN)
   __sanitizer_finish_switch_fiber(nullptr, &scheduler_stack_bottom, &scheduler_stack_size);
 #endif
@@ -773,14 +780,14 @@ inline void thread_main(Thread& self) {
 }
 
 // Where a thread starts: ucontext passes ints, so its Thread* comes in halves.
-inline void entry(unsigned high, unsigned low) {
+SIMT_RUNTIME_FN void entry(unsigned high, unsigned low) {
   thread_main(*reinterpret_cast<Thread*>((static_cast<uintptr_t>(high) << 32) | low));
 }
 #if defined(SIMT_FAST_SWITCH)
-inline void fiber_entry(Thread* self) { thread_main(*self); }
+SIMT_RUNTIME_FN void fiber_entry(Thread* self) { thread_main(*self); }
 #endif
 
-inline size_t stack_size() {
+SIMT_RUNTIME_FN size_t stack_size() {
 #if defined(SIMT_ASAN)
   return size_t{512} << 10;
 #else
@@ -788,7 +795,7 @@ inline size_t stack_size() {
 #endif
 }
 
-inline void run_thread(Thread& t) {
+SIMT_RUNTIME_FN void run_thread(Thread& t) {
   current = &t;
 #if defined(SIMT_TSAN)
   __tsan_switch_to_fiber(t.tsan_fiber, __tsan_switch_to_fiber_no_sync);
@@ -809,7 +816,7 @@ inline void run_thread(Thread& t) {
 
 // A thread's stack: a fresh one under the sanitizers (their view of a stack
 // starts with its allocation), else one from the pool when there is one.
-inline void* new_stack() {
+SIMT_RUNTIME_FN void* new_stack() {
 #if defined(SIMT_FAST_SWITCH)
   if (!free_stacks.empty()) {
     void* stack = free_stacks.back();
@@ -829,7 +836,7 @@ inline void* new_stack() {
 #endif
 }
 
-inline void release_stack(void* stack) {
+SIMT_RUNTIME_FN void release_stack(void* stack) {
 #if defined(SIMT_FAST_SWITCH)
   if (stack != nullptr) free_stacks.push_back(stack);
 #else
@@ -838,7 +845,7 @@ inline void release_stack(void* stack) {
 }
 
 // Make t start at thread_main when it first runs.
-inline void prepare_start(Thread& t) {
+SIMT_RUNTIME_FN void prepare_start(Thread& t) {
 #if defined(SIMT_FAST_SWITCH)
   // The frame simt_switch_context pops: x87 control word and MXCSR (the
   // scheduler's), r15, r14, r13, r12 (fiber_entry), rbx (&t), rbp, and the
@@ -867,7 +874,7 @@ inline void prepare_start(Thread& t) {
 #endif
 }
 
-inline void free_block(Block& block) {
+SIMT_RUNTIME_FN void free_block(Block& block) {
   for (Thread& t : block.threads) {
 #if defined(SIMT_TSAN)
     if (t.tsan_fiber) __tsan_destroy_fiber(t.tsan_fiber);
@@ -882,7 +889,7 @@ inline void free_block(Block& block) {
   block.dynamic_shared = nullptr;
 }
 
-inline std::string describe_deadlock(Block& block) {
+SIMT_RUNTIME_FN std::string describe_deadlock(Block& block) {
   std::string text = "deadlock in blockIdx " + format_dim(block.idx) +
                      ": no thread can go on, and these wait:";
   int listed = 0;
@@ -897,7 +904,7 @@ inline std::string describe_deadlock(Block& block) {
   return text;
 }
 
-inline void run_block(Launch& launch, Block& block, std::mt19937_64& rng) {
+SIMT_RUNTIME_FN void run_block(Launch& launch, Block& block, std::mt19937_64& rng) {
   const dim3 b = launch.block;
   const unsigned n = b.x * b.y * b.z;
   block.launch = &launch;
@@ -968,7 +975,7 @@ inline void run_block(Launch& launch, Block& block, std::mt19937_64& rng) {
   if (!error.empty()) throw Error("simt: " + error);
 }
 
-inline void check_launch(const Launch& launch) {
+SIMT_RUNTIME_FN void check_launch(const Launch& launch) {
   const dim3 g = launch.grid, b = launch.block;
   std::string problem;
   const uint64_t threads = uint64_t{b.x} * b.y * b.z;
@@ -994,10 +1001,10 @@ inline void check_launch(const Launch& launch) {
   }
 }
 
-inline void install_crash_handler();
+SIMT_RUNTIME_FN void install_crash_handler();
 
 // Runs every block of a launch; throws Error with the first report.
-inline void run_launch(Launch& launch) {
+SIMT_RUNTIME_FN void run_launch(Launch& launch) {
   check_launch(launch);
   install_crash_handler();
   if (current != nullptr) {
@@ -1051,7 +1058,7 @@ inline void run_launch(Launch& launch) {
 
 // Fast mode: a crash (an out-of-bounds access the hardware catches, a
 // misaligned 16-byte load compiled to movaps) names the thread before dying.
-inline void crash_handler(int signal_number) {
+SIMT_RUNTIME_FN void crash_handler(int signal_number) {
   char text[512];
   if (current != nullptr && current_launch != nullptr) {
     std::snprintf(text, sizeof text,
@@ -1067,7 +1074,7 @@ inline void crash_handler(int signal_number) {
   raise(signal_number);
 }
 
-inline void death_callback() {
+SIMT_RUNTIME_FN void death_callback() {
   if (current != nullptr && current_launch != nullptr) {
     std::fprintf(stderr,
                  "simt: the report above is from kernel %s (launched at %s:%u), blockIdx "
@@ -1078,7 +1085,7 @@ inline void death_callback() {
   }
 }
 
-inline void install_crash_handler() {
+SIMT_RUNTIME_FN void install_crash_handler() {
   static bool installed = false;
   if (installed) return;
   installed = true;
@@ -1098,6 +1105,9 @@ inline void install_crash_handler() {
   sigaction(SIGBUS, &action, nullptr);
 #endif
 }
+
+#undef SIMT_RUNTIME_FN
+#endif  // the runtime
 
 // A 16-bit type from its bits (half-precision kernel arguments from Python).
 template <typename T>

@@ -285,10 +285,42 @@ def _write_if_changed(path: pathlib.Path, text: str) -> None:
         path.write_text(text)
 
 
+def _runtime_object(mode: str) -> pathlib.Path:
+    """simt.h's runtime compiled for `mode` (runtime.cpp), once per build of the emulator's
+    sources: every module of that mode links it instead of compiling the runtime again
+    (about three quarters of a small kernel's build in memory mode)."""
+    from torch.utils.cpp_extension import get_cxx_compiler
+
+    cflags, _ = _mode_flags(mode)
+    include = cuda_include_dir()
+    compiler = get_cxx_compiler()  # the compiler torch's load() compiles the modules with
+    key = _digest(mode, cflags, include, compiler,
+                  *(f"{p}\n{p.read_text()}" for p in _simt_files()))[:16]
+    directory = BUILD_ROOT / f"{mode}-{_torch_variant()}"
+    target = directory / f"runtime-{key}.o"
+    if target.exists():
+        return target
+    directory.mkdir(parents=True, exist_ok=True)
+    partial = directory / f"runtime-{key}.{os.getpid()}.o"  # two processes may build at once
+    command = [compiler, "-fPIC", *cflags, "-DSIMT_SEPARATE_RUNTIME",
+               f"-I{SIMT_DIR / 'include'}", f"-I{SIMT_DIR}", f"-I{include}",
+               "-c", str(SIMT_DIR / "runtime.cpp"), "-o", str(partial)]
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        log = directory / f"runtime-{key}-error.log"
+        log.write_text(" ".join(command) + "\n" + result.stdout + result.stderr)
+        raise RuntimeError(summarize_build_error(result.stdout + result.stderr, mode, log))
+    os.replace(partial, target)
+    return target
+
+
 def _load_extension(name, sources, mode, include_dirs, directory, python_module=True):
     from torch.utils.cpp_extension import load
 
     cflags, ldflags = _mode_flags(mode)
+    # simt.h's runtime, compiled once for the mode, linked into this module.
+    cflags = [*cflags, "-DSIMT_SEPARATE_RUNTIME"]
+    ldflags = [str(_runtime_object(mode)), *ldflags]
     directory.mkdir(parents=True, exist_ok=True)
     try:
         return load(
