@@ -26,7 +26,8 @@ COVERED = ("01_", "02_", "03_", "04_", "05_", "06_", "07_", "08_", "90_", "91_")
 ANSWERS_DIR = pathlib.Path(__file__).parent / "exercise_answers"
 
 
-def _wrong_answers():
+def _answers(kind):
+    """(notebook stem, exercise) -> the answers of `kind` ("WRONG_ANSWERS" or "RIGHT_ANSWERS")."""
     import importlib.util
 
     found = {}
@@ -34,12 +35,16 @@ def _wrong_answers():
         spec = importlib.util.spec_from_file_location(f"exercise_answers_{file.stem}", file)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        for number, answers in module.WRONG_ANSWERS.items():
+        for number, answers in getattr(module, kind, {}).items():
             found[(file.stem, number)] = answers
     return found
 
 
-WRONG_ANSWERS = _wrong_answers()
+WRONG_ANSWERS = _answers("WRONG_ANSWERS")
+# Right answers other than the official solution that the text recommends or allows
+# (exercise number -> [(what it does differently, source defining the answer's name)]):
+# a check must accept each of them.
+RIGHT_ANSWERS = _answers("RIGHT_ANSWERS")
 
 # Grading a student's fork: EXERCISE_CHECKS_FROM=/path/to/your/notebooks takes each check (and the
 # chapter's import cell) from your copy of the chapter; only the answers come from this checkout.
@@ -175,3 +180,23 @@ def test_check_rejects_the_named_wrong_answer(stem, number, wrong):
     exec(source, names)
     with pytest.raises(error, match=message):
         check(names[answer])
+
+
+RIGHT = [
+    pytest.param(stem, number, right, id=f"{stem}-ex{number}-{right[0]}")
+    for (stem, number), answers in RIGHT_ANSWERS.items()
+    for right in answers
+]
+
+
+@pytest.mark.parametrize("stem, number, right", RIGHT)
+def test_check_accepts_the_named_right_answer(stem, number, right, capsys):
+    what, source = right
+    if needs_missing_emulator(stem, number):
+        pytest.skip("needs the SIMT emulator (g++ and CUDA's headers)")
+    path = path_of(stem)
+    names = namespace(path)
+    check, answer = load_check(path, number, names)
+    exec(source, names)
+    check(names[answer])
+    assert f"Exercise {number} passed" in capsys.readouterr().out
