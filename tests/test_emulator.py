@@ -191,8 +191,9 @@ def test_triplet_grid_stride_loop(mode, max_blocks):
 
 
 # Order-dependent bugs show in another schedule: blocks and threads in
-# reverse and in a random order (two seeds).
-@pytest.mark.parametrize("schedule, seed", [("reverse", 0), ("random", 1), ("random", 2)])
+# reverse and in a random order (two seeds); and the book's kernels take no mask
+# from __activemask() (the independent schedule).
+@pytest.mark.parametrize("schedule, seed", [("reverse", 0), ("random", 1), ("random", 2), ("independent", 0)])
 @pytest.mark.parametrize("mode", modes("fast"))
 def test_triplet_schedules(mode, schedule, seed):
     for layout in ("contiguous", "transposed"):

@@ -347,3 +347,62 @@ def test_simt_h_included_on_its_own_builds_a_program_that_runs_a_kernel(tmp_path
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == [str(sum(range(32))), str(sum(range(32, 64)))]
+
+
+ACTIVEMASK = r"""
+// NVIDIA's "Using CUDA Warp-Level Primitives" calls this use of __activemask() incorrect:
+// the lanes that pass the bound need not be converged when the mask is read.
+__global__ void sum_by_activemask(const float* x, float* out, int n) {
+  const int i = threadIdx.x;
+  if (i < n) {
+    unsigned mask = __activemask();
+    float v = x[i];
+    for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(mask, v, offset);
+    if (i == 0) out[0] = v;
+  }
+}
+
+// A right use: warp-aggregated atomics. Whichever lanes the mask names, their leader adds
+// their count once and each lane gets its own slot.
+__global__ void aggregated_append(int* counter, int* slots, const int* keep, int n) {
+  const int i = threadIdx.x;
+  if (i < n && keep[i]) {
+    const unsigned mask = __activemask();
+    const int leader = __ffs(mask) - 1;
+    const int lane = threadIdx.x % 32;
+    int base = 0;
+    if (lane == leader) base = atomicAdd(counter, __popc(mask));
+    base = __shfl_sync(mask, base, leader);
+    slots[base + __popc(mask & ((1u << lane) - 1))] = i;
+  }
+}
+"""
+
+
+def test_the_independent_schedule_reports_a_shuffle_over_a_mask_from_activemask():
+    # Bug: __activemask() returned every lane that has not exited, whatever the schedule, so
+    # a kernel that shuffles over it (wrong on a GPU since Volta, where the lanes need not be
+    # converged) ran right in the emulator and a reader's check accepted it.
+    m = emulator.load_source(ACTIVEMASK, name="activemask", schedule="independent", timeout=120)
+    x, out = torch.arange(32, dtype=torch.float32), torch.zeros(1)
+    with pytest.raises(RuntimeError, match=r"__shfl_down_sync\(\) in lane 0 .* reads lane 16, which is not "
+                                           r"in its mask 0x00000001: the value is undefined"):
+        m.sum_by_activemask[1, 32](x, out, 32, outputs=["out"])
+    forward = emulator.load_source(ACTIVEMASK, name="activemask", timeout=120)
+    forward.sum_by_activemask[1, 32](x, out, 32, outputs=["out"])
+    assert out.item() == x.sum().item()  # the other schedules keep every lane not exited
+
+
+def test_warp_aggregated_atomics_are_right_under_the_independent_schedule():
+    # Bug: the independent schedule breaking a right use of __activemask() (a mask of the
+    # calling lane alone must still give every kept element its own slot). (The other
+    # schedules' __activemask() names every lane not exited, lanes that skipped the branch
+    # too: this kernel then writes past its slots; the simt README says so.)
+    m = emulator.load_source(ACTIVEMASK, name="activemask", schedule="independent", timeout=120)
+    keep = (torch.arange(64) % 3 != 0).int()
+    counter, slots = torch.zeros(1, dtype=torch.int32), torch.full((64,), -1, dtype=torch.int32)
+    m.aggregated_append[1, 64](counter, slots, keep, 60)
+    kept = int(keep[:60].sum())
+    assert counter.item() == kept
+    assert sorted(slots[:kept].tolist()) == [i for i in range(60) if keep[i]]
+    assert (slots[kept:] == -1).all()

@@ -99,7 +99,14 @@ WRONG_ANSWERS = {
             "def floor_milliseconds(batch, dim, bandwidth_gb_per_s, element_size=4):\n"
             "    return 9 * batch * dim * 4 / (bandwidth_gb_per_s * 1e9) * 1e3\n",
             AssertionError,
-            r"use element_size: a float64 number is 8 bytes",
+            r"floor_milliseconds\(10, 7, 1\.0, element_size=8\) is .*use batch, dim and element_size each once",
+        ),
+        (
+            "batch squared where batch times dim is meant (the old check only tried batch == dim)",
+            "def floor_milliseconds(batch, dim, bandwidth_gb_per_s, element_size=4):\n"
+            "    return 9 * batch * batch * element_size / (bandwidth_gb_per_s * 1e9) * 1e3\n",
+            AssertionError,
+            r"floor_milliseconds\(3, 1000, 2\.0, element_size=4\) is .*not 9·B·D·element_size bytes",
         ),
     ],
     4: [
@@ -206,6 +213,25 @@ WRONG_ANSWERS = {
             RuntimeError,
             r"row_sums left 310 of the 320 elements of out unwritten",
         ),
+        (
+            "the mask from __activemask() after the row bound (right on the emulator's other schedules, "
+            "wrong on a GPU since Volta)",
+            'row_sums_source = r"""\n'
+            "__global__ void row_sums(const float* x, float* out, int rows, int cols) {\n"
+            "  const int lane = threadIdx.x % 32;\n"
+            "  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;\n"
+            "  if (row >= rows) return;\n"
+            "  float v = 0;\n"
+            "  for (int j = lane; j < cols; j += 32) v += x[(long long)row * cols + j];\n"
+            "  const unsigned mask = __activemask();\n"
+            "  for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(mask, v, o);\n"
+            "  v = __shfl_sync(mask, v, 0);\n"
+            "  out[row * 32 + lane] = v;\n"
+            "}\n"
+            '"""\n',
+            AssertionError,
+            r"a shuffle at exercise_4\.cu:9 reads a lane its mask does not name\. A mask from __activemask\(\)",
+        ),
     ],
     5: [
         (
@@ -282,6 +308,45 @@ WRONG_ANSWERS = {
             '"""\n',
             AssertionError,
             r"byte budget: the kernel writes 640 bytes to out for 5 distances of 4 bytes",
+        ),
+        (
+            "lanes without a column leave before the shuffles (right at dim = 37, not at dim = 20)",
+            'squared_distance_source = r"""\n'
+            "__global__ void squared_distance(const float* a, const float* p, float* out, int rows, int dim) {\n"
+            "  const int lane = threadIdx.x % 32;\n"
+            "  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;\n"
+            "  if (row >= rows || lane >= dim) return;\n"
+            "  float sum = 0;\n"
+            "  for (int j = lane; j < dim; j += 32) {\n"
+            "    const float d = a[(long long)row * dim + j] - p[(long long)row * dim + j];\n"
+            "    sum += d * d;\n"
+            "  }\n"
+            "  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);\n"
+            "  if (lane == 0) out[row] = sum;\n"
+            "}\n"
+            '"""\n',
+            AssertionError,
+            r"dim = 20: a lane left the kernel .* while a shuffle of its warp waits for it",
+        ),
+        (
+            "the mask from __activemask() after the divergent column loop (wrong on a GPU since Volta)",
+            'squared_distance_source = r"""\n'
+            "__global__ void squared_distance(const float* a, const float* p, float* out, int rows, int dim) {\n"
+            "  const int lane = threadIdx.x % 32;\n"
+            "  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;\n"
+            "  if (row >= rows) return;\n"
+            "  float sum = 0;\n"
+            "  for (int j = lane; j < dim; j += 32) {\n"
+            "    const float d = a[(long long)row * dim + j] - p[(long long)row * dim + j];\n"
+            "    sum += d * d;\n"
+            "  }\n"
+            "  const unsigned mask = __activemask();\n"
+            "  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(mask, sum, offset);\n"
+            "  if (lane == 0) out[row] = sum;\n"
+            "}\n"
+            '"""\n',
+            AssertionError,
+            r"a shuffle at exercise_5\.cu:12 reads a lane its mask does not name",
         ),
         (
             "every lane sums the whole row and lane 0 writes: right values, 32 times the reads",

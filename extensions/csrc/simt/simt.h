@@ -174,7 +174,11 @@ namespace simt {
 
 // ---- Options and errors -----------------------------------------------------
 
-enum class Schedule { forward, reverse, random };
+// independent: forward order, and __activemask() returns only the calling lane, an
+// outcome Volta's independent thread scheduling allows wherever a warp may have
+// diverged (a mask read from it names no other lane, so a shuffle over it that reads
+// another lane is reported).
+enum class Schedule { forward, reverse, random, independent };
 
 struct Options {
   Schedule schedule = Schedule::forward;  // order of blocks, and of threads within a block
@@ -1016,7 +1020,7 @@ SIMT_RUNTIME_FN void run_launch(Launch& launch) {
   const uint64_t blocks = uint64_t{grid.x} * grid.y * grid.z;
   std::vector<uint64_t> order;
   std::mt19937_64 rng(options().seed);
-  const bool reorder = options().schedule != Schedule::forward;
+  const bool reorder = options().schedule == Schedule::reverse || options().schedule == Schedule::random;
   if (reorder) {
     order.resize(blocks);
     for (uint64_t i = 0; i < blocks; ++i) order[i] = i;
@@ -1387,9 +1391,11 @@ inline int __all_sync(unsigned mask, int predicate,
   return static_cast<int>(::simt::detail::vote(::simt::detail::Kind::all, mask, predicate, site));
 }
 // The lanes of the warp that have not exited (the emulator has no notion of
-// which lanes a GPU happens to run converged).
+// which lanes a GPU happens to run converged); under Schedule::independent only
+// the calling lane, as a GPU since Volta may return wherever the warp diverged.
 inline unsigned __activemask() {
   auto& self = ::simt::detail::self_or_die("__activemask");
+  if (::simt::options().schedule == ::simt::Schedule::independent) return 1u << self.lane;
   unsigned mask = 0;
   for (unsigned lane = 0; lane < 32; ++lane) {
     auto* t = ::simt::detail::lane_thread(self, lane);

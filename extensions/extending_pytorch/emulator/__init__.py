@@ -19,9 +19,13 @@ Three build modes:
   fiber: unsynchronised accesses of two threads to the same memory (a missing
   __syncthreads, two blocks writing one element).
 
-and three schedules, the order in which blocks, and threads within a block,
+and four schedules: the order in which blocks, and threads within a block,
 run until their next collective: ``"forward"``, ``"reverse"`` and
-``"random"`` (with ``seed``), so that order-dependent bugs show.
+``"random"`` (with ``seed``), so that order-dependent bugs show; and
+``"independent"``: forward order, with ``__activemask()`` returning only the
+calling lane, an outcome a GPU since Volta allows wherever a warp may have
+diverged, so that a shuffle over a mask read from ``__activemask()`` that
+reads another lane is reported.
 
 Every emulated call runs in a worker process, one per mode, started at the
 first call: a sanitizer's runtime must be loaded before anything else

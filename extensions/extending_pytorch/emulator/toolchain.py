@@ -18,7 +18,7 @@ MODES = ("fast", "memory", "races")
 # ... and the build of emulator.traffic(), the counter (fast mode's checks, and every
 # global-memory access counted): not a mode a call names, the counter chooses it.
 BUILD_MODES = (*MODES, "traffic")
-SCHEDULES = ("forward", "reverse", "random")
+SCHEDULES = ("forward", "reverse", "random", "independent")
 
 SIMT_DIR = build_flags.CSRC / "simt"
 BUILD_ROOT = build_flags.EXTENSIONS_DIR / "build" / "emulator"
