@@ -1,6 +1,8 @@
-"""Plausible wrong answers to the exercises of notebooks/01_custom_loss.ipynb, each with the error its check must raise.
+"""Plausible wrong answers to the exercises of notebooks/01_custom_loss.ipynb, each with the error its check must raise,
+and right answers other than the solution, which its check must accept.
 
-exercise number -> [(what is wrong, source defining the answer's name, exception, message regex)]
+WRONG_ANSWERS: exercise number -> [(what is wrong, source defining the answer's name, exception, message regex)]
+RIGHT_ANSWERS: exercise number -> [(what it does differently, source defining the answer's name)]
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ WRONG_ANSWERS = {
             "    d_an = ep.squared_distance(anchor, negative)\n"
             "    return (F.relu(d_ap - d_an - t1) + beta * F.relu(d_ap - t2)).mean()\n",
             AssertionError,
-            r"the loss differs from the reference: Scalars are not close",
+            r"the loss differs from the reference \(torch\.float32, B=34, D=5, .*\): Scalars are not close",
         ),
         (
             "computes with torch.maximum and calls F.relu on the side (passed the old name-only check)",
@@ -51,7 +53,7 @@ WRONG_ANSWERS = {
             "    d_an = ep.squared_distance(anchor, negative)\n"
             "    return (F.relu(d_ap - d_an + t1) - t1 + beta * (F.relu(d_ap + t2) - t2)).mean()\n",
             AssertionError,
-            r"the loss differs from the reference: Scalars are not close",
+            r"the loss differs from the reference \(torch\.float32, B=34, D=5, .*\): Scalars are not close",
         ),
         (
             "F.pairwise_distance squared: its eps moves the triplets off the kinks, so their gradient is not 0",
@@ -60,7 +62,7 @@ WRONG_ANSWERS = {
             "    d_an = F.pairwise_distance(anchor, negative) ** 2\n"
             "    return (F.relu(d_ap - d_an - t1) + t1 + beta * (F.relu(d_ap - t2) + t2)).mean()\n",
             AssertionError,
-            r"the gradient of anchor differs from the reference \(the last two rows sit on the kinks\)",
+            r"the gradient of anchor differs from the reference \(torch\.float32, B=34, D=5, the last two triplets on the kinks",
         ),
         (
             "sum instead of the mean",
@@ -69,7 +71,7 @@ WRONG_ANSWERS = {
             "    d_an = ep.squared_distance(anchor, negative)\n"
             "    return (F.relu(d_ap - d_an - t1) + t1 + beta * (F.relu(d_ap - t2) + t2)).sum()\n",
             AssertionError,
-            r"the loss differs from the reference: Scalars are not close",
+            r"the loss differs from the reference \(torch\.float32, B=34, D=5, .*\): Scalars are not close",
         ),
         (
             "max(x, t) written as (x + t + |x - t|) / 2, with a token call of F.relu outside the loss",
@@ -81,6 +83,45 @@ WRONG_ANSWERS = {
             "    return (push + beta * (d_ap + t2 + (d_ap - t2).abs()) / 2).mean()\n",
             AssertionError,
             r"compute the loss with F\.relu: relu is called, but the loss's graph has no relu in it",
+        ),
+        (
+            "the constant written as beta instead of beta * t2 (passed the old check, whose t2 = 1 made them equal)",
+            "def triplet_loss_relu(anchor, positive, negative, t1, t2, beta):\n"
+            "    d_ap = ep.squared_distance(anchor, positive)\n"
+            "    d_an = ep.squared_distance(anchor, negative)\n"
+            "    return (F.relu(d_ap - d_an - t1) + t1 + beta * F.relu(d_ap - t2) + beta).mean()\n",
+            AssertionError,
+            r"the loss differs from the reference \(torch\.float32, B=34, D=5, .*t2=3\.0, beta=1\.5\): Scalars are not close",
+        ),
+        (
+            "-t1 used where t2 belongs: beta * (relu(d_ap + t1) - t1) (passed the old check, whose t2 = -t1)",
+            "def triplet_loss_relu(anchor, positive, negative, t1, t2, beta):\n"
+            "    d_ap = ep.squared_distance(anchor, positive)\n"
+            "    d_an = ep.squared_distance(anchor, negative)\n"
+            "    return (F.relu(d_ap - d_an - t1) + t1 + beta * (F.relu(d_ap + t1) - t1)).mean()\n",
+            AssertionError,
+            r"the loss differs from the reference \(torch\.float32, B=34, D=5, .*t1=-2\.0, t2=3\.0.*\): Scalars are not close",
+        ),
+        (
+            "relu for the push term, mask arithmetic (x - t) * (x > t) + t for the pull term (passed the old check)",
+            "def triplet_loss_relu(anchor, positive, negative, t1, t2, beta):\n"
+            "    d_ap = ep.squared_distance(anchor, positive)\n"
+            "    d_an = ep.squared_distance(anchor, negative)\n"
+            "    pull = (d_ap - t2) * (d_ap > t2) + t2\n"
+            "    return (F.relu(d_ap - d_an - t1) + t1 + beta * pull).mean()\n",
+            AssertionError,
+            r"should grow by 1 \+ beta = 2\.5, yours grows by 1\.000 \(the pull term does not go through F\.relu\)",
+        ),
+        (
+            "mask arithmetic for both terms, plus 0 * F.relu(d_ap) to put a relu in the graph (passed the old check)",
+            "def triplet_loss_relu(anchor, positive, negative, t1, t2, beta):\n"
+            "    d_ap = ep.squared_distance(anchor, positive)\n"
+            "    d_an = ep.squared_distance(anchor, negative)\n"
+            "    push = (d_ap - d_an - t1) * (d_ap - d_an > t1) + t1\n"
+            "    pull = (d_ap - t2) * (d_ap > t2) + t2\n"
+            "    return (push + beta * pull + 0 * F.relu(d_ap)).mean()\n",
+            AssertionError,
+            r"yours grows by 0\.000 \(neither term goes through F\.relu\)",
         ),
     ],
     2: [
@@ -184,6 +225,74 @@ WRONG_ANSWERS = {
             "    return ((same & distinct)[:, :, None] & distinct[:, None, :]).nonzero(as_tuple=True)\n",
             AssertionError,
             r"0 missing, 16 invalid",
+        ),
+        (
+            "a Python triple loop over itertools.product: right triplets, not vectorized (passed the old check)",
+            "def all_triplets(labels):\n"
+            "    import itertools\n"
+            "    ids = labels.tolist()\n"
+            "    found = [(i, j, k) for i, j, k in itertools.product(range(len(ids)), repeat=3)\n"
+            "             if ids[i] == ids[j] and i != j and ids[k] != ids[i]]\n"
+            "    return tuple(torch.tensor([t[m] for t in found], dtype=torch.long) for m in range(3))\n",
+            AssertionError,
+            r"runs \d+ lines of Python for 8 labels and \d+ for 40: a Python loop",
+        ),
+        (
+            "the i != j mask made without device=: fails for labels on a GPU (passed the old check)",
+            "def all_triplets(labels):\n"
+            "    same = labels[:, None] == labels[None, :]\n"
+            "    distinct = ~torch.eye(len(labels), dtype=torch.bool)\n"
+            "    return ((same & distinct)[:, :, None] & ~same[:, None, :]).nonzero(as_tuple=True)\n",
+            AssertionError,
+            r"make every tensor on labels\.device: on (meta|cuda) labels, .*device",
+        ),
+    ],
+}
+
+RIGHT_ANSWERS = {
+    1: [
+        (
+            "max(x, t) as relu(x - t) + t, with the constants summed first and torch.relu called as a method",
+            "def triplet_loss_relu(anchor, positive, negative, t1, t2, beta):\n"
+            "    d_ap = ((anchor - positive) ** 2).sum(dim=1)\n"
+            "    d_an = ((anchor - negative) ** 2).sum(dim=1)\n"
+            "    return ((d_ap - d_an - t1).relu() + beta * (d_ap - t2).relu()).mean() + t1 + beta * t2\n",
+        ),
+    ],
+    2: [
+        (
+            "counts with .sum().item() and divides by the batch size in Python (float64; rejected by the old check)",
+            "def active_fractions(anchor, positive, negative, t1, t2):\n"
+            "    d_ap = ep.squared_distance(anchor, positive)\n"
+            "    d_an = ep.squared_distance(anchor, negative)\n"
+            "    B = len(anchor)\n"
+            "    return (d_ap - d_an > t1).sum().item() / B, (d_ap > t2).sum().item() / B\n",
+        ),
+        (
+            "the mean of the masks in float64, .double().mean().item() (rejected by the old check)",
+            "def active_fractions(anchor, positive, negative, t1, t2):\n"
+            "    d_ap = ep.squared_distance(anchor, positive)\n"
+            "    d_an = ep.squared_distance(anchor, negative)\n"
+            "    return (d_ap - d_an > t1).double().mean().item(), (d_ap > t2).double().mean().item()\n",
+        ),
+    ],
+    3: [
+        (
+            "torch.where(mask) instead of nonzero(as_tuple=True), and fill_diagonal_ for i != j",
+            "def all_triplets(labels):\n"
+            "    same = labels.unsqueeze(1) == labels.unsqueeze(0)\n"
+            "    pairs = same.clone().fill_diagonal_(False)\n"
+            "    return torch.where(pairs.unsqueeze(2) & ~same.unsqueeze(1))\n",
+        ),
+        (
+            "an early return for fewer than two labels (a branch, not a loop)",
+            "def all_triplets(labels):\n"
+            "    if len(labels) < 2:\n"
+            "        empty = labels.new_zeros(0, dtype=torch.long)\n"
+            "        return empty, empty.clone(), empty.clone()\n"
+            "    same = labels[:, None] == labels[None, :]\n"
+            "    distinct = ~torch.eye(len(labels), dtype=torch.bool, device=labels.device)\n"
+            "    return ((same & distinct)[:, :, None] & ~same[:, None, :]).nonzero(as_tuple=True)\n",
         ),
     ],
 }

@@ -1,6 +1,8 @@
-"""Plausible wrong answers to the exercises of notebooks/02_numpy_scipy_function.ipynb, each with the error its check must raise.
+"""Plausible wrong answers to the exercises of notebooks/02_numpy_scipy_function.ipynb, each with the error its check must raise,
+and right answers other than the solution, which its check must accept.
 
-exercise number -> [(what is wrong, source defining the answer's name, exception, message regex)]
+WRONG_ANSWERS: exercise number -> [(what is wrong, source defining the answer's name, exception, message regex)]
+RIGHT_ANSWERS: exercise number -> [(what it does differently, source defining the answer's name)]
 """
 
 from __future__ import annotations
@@ -112,6 +114,54 @@ WRONG_ANSWERS = {
             AssertionError,
             r"gradient is off",
         ),
+        (
+            "keeps x as an attribute beside the saved w, W' = W / (x (1 + W)): NaN at x = 0 (passed the old check)",
+            "class LambertW(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        w = numpy_ops.from_numpy(scipy.special.lambertw(numpy_ops.to_numpy(x)).real, like=x)\n"
+            "        ctx.save_for_backward(w)\n"
+            "        ctx.x = x\n"
+            "        return w\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        (w,) = ctx.saved_tensors\n"
+            "        return grad * w / (ctx.x * (1 + w))\n",
+            AssertionError,
+            r"keep tensors off ctx: ctx\.x holds one",
+        ),
+        (
+            "saves scipy's float64 result and returns it .to(x.dtype): in float32 the saved tensor is a "
+            "float64 copy without history, so the second derivative is wrong (passed the old check)",
+            "class LambertW(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        w = torch.from_numpy(scipy.special.lambertw(x.detach().numpy()).real)\n"
+            "        ctx.save_for_backward(w)\n"
+            "        return w.to(x.dtype)\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        (w,) = ctx.saved_tensors\n"
+            "        return grad / (torch.exp(w) * (1 + w))\n",
+            AssertionError,
+            r"torch\.float32, x of shape \(9,\): save the output w, and only w, with ctx\.save_for_backward",
+        ),
+        (
+            "the backward marked @once_differentiable: a second derivative is an error",
+            "class LambertW(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        w = numpy_ops.from_numpy(scipy.special.lambertw(numpy_ops.to_numpy(x)).real, like=x)\n"
+            "        ctx.save_for_backward(w)\n"
+            "        return w\n"
+            "    @staticmethod\n"
+            "    @once_differentiable\n"
+            "    def backward(ctx, grad):\n"
+            "        (w,) = ctx.saved_tensors\n"
+            "        return grad / (torch.exp(w) * (1 + w))\n",
+            AssertionError,
+            r"the second derivative is off: .*\(no @once_differentiable\)",
+        ),
     ],
     2: [
         (
@@ -128,7 +178,7 @@ WRONG_ANSWERS = {
             "        out = scipy.ndimage.gaussian_filter1d(numpy_ops.to_numpy(grad), ctx.sigma, axis=-1)\n"
             "        return numpy_ops.from_numpy(out, like=grad), None\n",
             AssertionError,
-            r"gradient is off: is the backward the same filter, mode='constant'\?",
+            r"the gradient is off: is the backward the same filter, with ctx's sigma and mode='constant'\? \(torch\.float64, x of shape \(3, 12\), sigma=1\.5\)",
         ),
         (
             "the right backward calling scipy, without @once_differentiable (an old official solution): "
@@ -191,6 +241,19 @@ WRONG_ANSWERS = {
             AssertionError,
             r"the forward is off: gaussian_filter1d\(x, sigma, axis=-1, mode='constant'\)",
         ),
+        (
+            "the backward hard-codes sigma = 1.5 instead of ctx.sigma (passed the old check, which used 1.5 only)",
+            "class GaussianBlur(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x, sigma):\n"
+            "        out = scipy.ndimage.gaussian_filter1d(numpy_ops.to_numpy(x), sigma, axis=-1, mode='constant')\n"
+            "        return numpy_ops.from_numpy(out, like=x)\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        return GaussianBlur.apply(grad, 1.5), None\n",
+            AssertionError,
+            r"the gradient is off: .*sigma=0\.7\)",
+        ),
     ],
     3: [
         (
@@ -206,7 +269,7 @@ WRONG_ANSWERS = {
             "        x, lse = ctx.saved_tensors\n"
             "        return torch.exp(x - lse[..., None])\n",
             AssertionError,
-            r"torch\.float64: the gradient is off: multiply the softmax by the incoming gradient",
+            r"torch\.float64, x near 100: the gradient is off: multiply the softmax by the incoming gradient",
         ),
         (
             "softmax from scipy in backward, no @once_differentiable: second derivative silently wrong (passed the old check)",
@@ -250,7 +313,7 @@ WRONG_ANSWERS = {
             "        (x,) = ctx.saved_tensors\n"
             "        return grad[..., None] * x.exp() / x.exp().sum(dim=-1, keepdim=True)\n",
             AssertionError,
-            r"torch\.float32: the value overflowed",
+            r"torch\.float32, x near 100: the value overflowed",
         ),
         (
             "scipy's stable forward, but the softmax as exp(x) / exp(x).sum() in backward",
@@ -264,7 +327,7 @@ WRONG_ANSWERS = {
             "        (x,) = ctx.saved_tensors\n"
             "        return grad[..., None] * x.exp() / x.exp().sum(dim=-1, keepdim=True)\n",
             AssertionError,
-            r"torch\.float32: the gradient overflowed: compute exp\(x - lse\)",
+            r"torch\.float32, x near 100: the gradient overflowed: compute exp\(x - lse\)",
         ),
         (
             "keeps x as an attribute on ctx, saves only lse (passed the old check)",
@@ -296,6 +359,71 @@ WRONG_ANSWERS = {
             "        return grad[..., None] * torch.exp(x - lse[..., None].detach())\n",
             AssertionError,
             r"second derivative is off: .*no \.detach\(\)",
+        ),
+        (
+            "saves x, keeps the output lse as an attribute on ctx: a reference cycle (passed the old check)",
+            "class LogSumExp(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        lse = numpy_ops.from_numpy(scipy.special.logsumexp(numpy_ops.to_numpy(x), axis=-1), like=x)\n"
+            "        ctx.save_for_backward(x)\n"
+            "        ctx.lse = lse\n"
+            "        return lse\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        (x,) = ctx.saved_tensors\n"
+            "        return grad[..., None] * torch.exp(x - ctx.lse[..., None])\n",
+            AssertionError,
+            r"keep tensors off ctx: ctx\.lse holds one",
+        ),
+    ],
+}
+
+RIGHT_ANSWERS = {
+    1: [
+        (
+            "converts with .to(x) before saving, and writes W' as exp(-w) / (1 + w)",
+            "class LambertW(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        w = torch.from_numpy(scipy.special.lambertw(x.detach().cpu().numpy()).real).to(x)\n"
+            "        ctx.save_for_backward(w)\n"
+            "        return w\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        (w,) = ctx.saved_tensors\n"
+            "        return grad * torch.exp(-w) / (1 + w)\n",
+        ),
+    ],
+    2: [
+        (
+            "the backward calls scipy and is marked @once_differentiable, the text's other route "
+            "(rejected by the old check, whose second-derivative probe never reached the mark)",
+            "class GaussianBlur(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x, sigma):\n"
+            "        ctx.sigma = sigma\n"
+            "        out = scipy.ndimage.gaussian_filter1d(numpy_ops.to_numpy(x), sigma, axis=-1, mode='constant')\n"
+            "        return numpy_ops.from_numpy(out, like=x)\n"
+            "    @staticmethod\n"
+            "    @once_differentiable\n"
+            "    def backward(ctx, grad):\n"
+            "        out = scipy.ndimage.gaussian_filter1d(numpy_ops.to_numpy(grad), ctx.sigma, axis=-1, mode='constant')\n"
+            "        return numpy_ops.from_numpy(out, like=grad), None\n",
+        ),
+    ],
+    3: [
+        (
+            "the backward with torch.softmax(x, dim=-1), which is stable and differentiable, instead of exp(x - lse)",
+            "class LogSumExp(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        ctx.save_for_backward(x)\n"
+            "        return numpy_ops.from_numpy(scipy.special.logsumexp(numpy_ops.to_numpy(x), axis=-1), like=x)\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        (x,) = ctx.saved_tensors\n"
+            "        return grad.unsqueeze(-1) * torch.softmax(x, dim=-1)\n",
         ),
     ],
 }

@@ -1,6 +1,7 @@
 """Plausible wrong answers to the exercises of notebooks/03_handwritten_backward.ipynb, each with the error its check must raise.
 
-exercise number -> [(what is wrong, source defining the answer's name, exception, message regex)]
+exercise number -> [(what is wrong, source defining the answer's name, exception, message regex)];
+RIGHT_ANSWERS, at the end, lists right answers other than the solution that each check must accept.
 """
 
 from __future__ import annotations
@@ -63,6 +64,47 @@ WRONG_ANSWERS = {
             "        return grad_output.detach() * torch.sigmoid(x)\n",
             AssertionError,
             r"the second derivative is off: make the backward differentiable",
+        ),
+        (
+            "the textbook derivative e^x / (1 + e^x): nan where e^x overflows (passed the old check)",
+            "class Softplus(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        ctx.save_for_backward(x)\n"
+            "        return F.softplus(x)\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        (x,) = ctx.saved_tensors\n"
+            "        return grad_output * torch.exp(x) / (1 + torch.exp(x))\n",
+            AssertionError,
+            r"the gradient is not finite at x = \[100\.0\] \(torch\.float32\): e\^x / \(1 \+ e\^x\) overflows",
+        ),
+        (
+            "the textbook forward log(1 + e^x): inf where e^x overflows (passed the old check)",
+            "class Softplus(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        ctx.save_for_backward(x)\n"
+            "        return torch.log(1 + torch.exp(x))\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        (x,) = ctx.saved_tensors\n"
+            "        return grad_output * torch.sigmoid(x)\n",
+            AssertionError,
+            r"softplus is not finite at x = \[100\.0\] \(torch\.float32\): log\(1 \+ e\^x\) overflows",
+        ),
+        (
+            "keeps the input as an attribute, ctx.x = x, escaping the version check (passed the old check)",
+            "class Softplus(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        ctx.x = x\n"
+            "        return F.softplus(x)\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        return grad_output * torch.sigmoid(ctx.x)\n",
+            AssertionError,
+            r"ctx\.x holds a tensor: save tensors with ctx\.save_for_backward \(section 6\.1\)",
         ),
     ],
     2: [
@@ -128,6 +170,40 @@ WRONG_ANSWERS = {
             "        return (g - y * (y * g).sum(dim=-1, keepdim=True)) / x.norm(dim=-1, keepdim=True)\n",
             AssertionError,
             r"the second derivative is off: .*keep grad_output's history",
+        ),
+        (
+            "saves the output and keeps the input as an attribute, ctx.x = x (passed the old check)",
+            "class Normalize(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        y = x / x.norm(dim=-1, keepdim=True)\n"
+            "        ctx.save_for_backward(y)\n"
+            "        ctx.x = x\n"
+            "        return y\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        (y,) = ctx.saved_tensors\n"
+            "        norm = ctx.x.norm(dim=-1, keepdim=True)\n"
+            "        return (grad_output - y * (y * grad_output).sum(dim=-1, keepdim=True)) / norm\n",
+            AssertionError,
+            r"ctx\.x holds a tensor: save tensors with ctx\.save_for_backward \(section 6\.1\)",
+        ),
+        (
+            "saves the norm, an intermediate, beside x and y, though backward recomputes it (passed the old check)",
+            "class Normalize(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        norm = x.norm(dim=-1, keepdim=True)\n"
+            "        y = x / norm\n"
+            "        ctx.save_for_backward(x, y, norm)\n"
+            "        return y\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        x, y, _ = ctx.saved_tensors\n"
+            "        norm = x.norm(dim=-1, keepdim=True)\n"
+            "        return (grad_output - y * (y * grad_output).sum(dim=-1, keepdim=True)) / norm\n",
+            AssertionError,
+            r"save only the input and the output with ctx\.save_for_backward, no intermediate",
         ),
     ],
     3: [
@@ -253,6 +329,89 @@ WRONG_ANSWERS = {
             "        return grad_output.detach() * result\n",
             AssertionError,
             r"the second derivative is off: .*keep grad_output's history",
+        ),
+        (
+            "saves the output, but backward computes from the input kept as ctx.x (passed the old check)",
+            "class FuncExp(Function):\n"
+            "    generate_vmap_rule = True\n"
+            "    @staticmethod\n"
+            "    def forward(x):\n"
+            "        return x.exp()\n"
+            "    @staticmethod\n"
+            "    def setup_context(ctx, inputs, output):\n"
+            "        ctx.save_for_backward(output)\n"
+            "        ctx.x = inputs[0]\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        return grad_output * ctx.x.exp()\n",
+            AssertionError,
+            r"ctx\.x holds a tensor: backward must compute from the saved output alone",
+        ),
+    ],
+}
+
+# Right answers other than the folded solution, which each check must accept:
+# exercise number -> [(what it does differently, source defining the answer's name)]
+RIGHT_ANSWERS = {
+    1: [
+        (
+            "saves the output y and computes sigma(x) = 1 - exp(-y) from it",
+            "class Softplus(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        y = F.softplus(x)\n"
+            "        ctx.save_for_backward(y)\n"
+            "        return y\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        (y,) = ctx.saved_tensors\n"
+            "        return grad_output * (1 - torch.exp(-y))\n",
+        ),
+        (
+            "a forward written stably by hand, max(x, 0) + log1p(exp(-|x|))",
+            "class Softplus(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        ctx.save_for_backward(x)\n"
+            "        return x.clamp(min=0) + torch.log1p(torch.exp(-x.abs()))\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        (x,) = ctx.saved_tensors\n"
+            "        return grad_output * torch.sigmoid(x)\n",
+        ),
+    ],
+    2: [
+        (
+            "saves only the input and recomputes y and the norm in backward",
+            "class Normalize(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        ctx.save_for_backward(x)\n"
+            "        return x / x.norm(dim=-1, keepdim=True)\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        (x,) = ctx.saved_tensors\n"
+            "        norm = x.norm(dim=-1, keepdim=True)\n"
+            "        y = x / norm\n"
+            "        return (grad_output - y * (y * grad_output).sum(dim=-1, keepdim=True)) / norm\n",
+        ),
+    ],
+    3: [
+        (
+            "keeps a non-tensor (the output's shape) as an attribute on ctx, as section 6.1 allows",
+            "class FuncExp(Function):\n"
+            "    generate_vmap_rule = True\n"
+            "    @staticmethod\n"
+            "    def forward(x):\n"
+            "        return torch.exp(x)\n"
+            "    @staticmethod\n"
+            "    def setup_context(ctx, inputs, output):\n"
+            "        ctx.save_for_backward(output)\n"
+            "        ctx.shape = output.shape\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        (result,) = ctx.saved_tensors\n"
+            "        return (result * grad_output).reshape(ctx.shape)\n",
         ),
     ],
 }

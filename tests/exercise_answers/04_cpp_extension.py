@@ -1,6 +1,7 @@
 """Plausible wrong answers to the exercises of notebooks/04_cpp_extension.ipynb, each with the error its check must raise.
 
-exercise number -> [(what is wrong, source defining the answer's name, exception, message regex)]
+exercise number -> [(what is wrong, source defining the answer's name, exception, message regex)];
+RIGHT_ANSWERS, at the end, lists right answers other than the solution that each check must accept.
 """
 
 from __future__ import annotations
@@ -107,6 +108,46 @@ WRONG_ANSWERS = {
             AssertionError,
             r"the runs end apart: same initial weights",
         ),
+        (
+            "logs the C++ loss on detached embeddings, but trains the second run with the reference (passed the old check)",
+            "def train_twice(steps=20):\n"
+            "    finals = []\n"
+            "    for use_cpp in (False, True):\n"
+            "        torch.manual_seed(0)\n"
+            "        net = torch.nn.Linear(16, 4)\n"
+            "        optimizer = torch.optim.SGD(net.parameters(), lr=0.05)\n"
+            "        data = torch.randn(steps, 3, 32, 16, generator=torch.Generator().manual_seed(1))\n"
+            "        for batch in data:\n"
+            "            optimizer.zero_grad()\n"
+            "            embeddings = [net(t) for t in batch]\n"
+            "            loss = ep.TripletHingeLoss(-1.0, 0.05, 0.1)(*embeddings)\n"
+            "            if use_cpp:  # the C++ value, for the log only\n"
+            "                logged = ops.CppTripletHingeLoss(-1.0, 0.05, 0.1)(*(e.detach() for e in embeddings))\n"
+            "            loss.backward()\n"
+            "            optimizer.step()\n"
+            "        finals.append(net.weight.detach())\n"
+            "    return finals\n",
+            AssertionError,
+            r"the C\+\+ operator's backward ran 0 times in 20 steps: train through the C\+\+ loss",
+        ),
+        (
+            "returns the runs in the wrong order, the C++ run's first (passed the old check)",
+            "def train_twice(steps=20):\n"
+            "    finals = []\n"
+            "    for criterion in (ep.TripletHingeLoss(-1.0, 0.05, 0.1), ops.CppTripletHingeLoss(-1.0, 0.05, 0.1)):\n"
+            "        torch.manual_seed(0)\n"
+            "        net = torch.nn.Linear(16, 4)\n"
+            "        optimizer = torch.optim.SGD(net.parameters(), lr=0.05)\n"
+            "        data = torch.randn(steps, 3, 32, 16, generator=torch.Generator().manual_seed(1))\n"
+            "        for batch in data:\n"
+            "            optimizer.zero_grad()\n"
+            "            criterion(*(net(t) for t in batch)).backward()\n"
+            "            optimizer.step()\n"
+            "        finals.append(net.weight.detach())\n"
+            "    return finals[::-1]\n",
+            AssertionError,
+            r"return the final weights of the net chapter 1's TripletHingeLoss trained first",
+        ),
     ],
     2: [
         (
@@ -191,6 +232,20 @@ WRONG_ANSWERS = {
             "    return per_row.sum(dim=0, keepdim=True)\n",
             AssertionError,
             r"the prototype's gradient is off.*\n.*not close",
+        ),
+        (
+            "beta hard-coded to 0.5, its default, and the argument ignored (passed the old check)",
+            "def prototype_gradient(anchor, prototype, negative, t1=-1.0, t2=0.5, beta=0.5):\n"
+            "    positive = prototype.expand_as(anchor)\n"
+            "    d_ap = ep.squared_distance(anchor, positive)\n"
+            "    d_an = ep.squared_distance(anchor, negative)\n"
+            "    push = (d_ap - d_an > t1).to(anchor.dtype)\n"
+            "    pull = (d_ap > t2).to(anchor.dtype)\n"
+            "    g = 1.0 / anchor.shape[0]\n"
+            "    per_row = -2 * g * (push + 0.5 * pull)[:, None] * (anchor - positive)\n"
+            "    return per_row.sum(dim=0, keepdim=True)\n",
+            AssertionError,
+            r"the prototype's gradient is off: .*\(here B=12, D=6, torch\.float64, .*beta=0\.3\)\n.*not close",
         ),
     ],
     3: [
@@ -338,6 +393,177 @@ WRONG_ANSWERS = {
             '"""\n',
             AssertionError,
             r"x = torch\.arange\(12\)\.view\(3, 4\), y = .* raised NotImplementedError\(.*not implemented for .*Long.*raise it with a TORCH_CHECK naming x",
+        ),
+        (
+            "x.is_floating_point() for the dtype check: float16 passes it, and AT_DISPATCH_FLOATING_TYPES's error does not name x (passed the old check)",
+            'SQUARED_DISTANCE_CPP = r"""\n'
+            "#include <ATen/ATen.h>\n"
+            "#include <ATen/Dispatch.h>\n"
+            "#include <torch/library.h>\n"
+            "namespace {\n"
+            "at::Tensor distance(const at::Tensor& x, const at::Tensor& y) {\n"
+            '  TORCH_CHECK(x.dim() == 2, "squared_distance: x must be 2-D, got ", x.dim());\n'
+            '  TORCH_CHECK(y.sizes() == x.sizes(), "squared_distance: y must have the shape of x");\n'
+            '  TORCH_CHECK(y.scalar_type() == x.scalar_type(), "squared_distance: y must have the dtype of x");\n'
+            '  TORCH_CHECK(x.is_floating_point(), "squared_distance: x must be floating point");\n'
+            "  at::Tensor out = at::empty({x.size(0)}, x.options());\n"
+            '  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "squared_distance", [&] {\n'
+            "    const auto xs = x.accessor<scalar_t, 2>();\n"
+            "    const auto ys = y.accessor<scalar_t, 2>();\n"
+            "    auto d = out.accessor<scalar_t, 1>();\n"
+            "    for (int64_t i = 0; i < x.size(0); ++i) {\n"
+            "      scalar_t total = 0;\n"
+            "      for (int64_t j = 0; j < x.size(1); ++j) total += (xs[i][j] - ys[i][j]) * (xs[i][j] - ys[i][j]);\n"
+            "      d[i] = total;\n"
+            "    }\n"
+            "  });\n"
+            "  return out;\n"
+            "}\n"
+            "}  // namespace\n"
+            'TORCH_LIBRARY(ex_rowdist, m) { m.def("squared_distance(Tensor x, Tensor y) -> Tensor"); }\n'
+            'TORCH_LIBRARY_IMPL(ex_rowdist, CPU, m) { m.impl("squared_distance", &distance); }\n'
+            '"""\n',
+            AssertionError,
+            r"x = torch\.randn\(3, 4, dtype=torch\.float16\), .* raised NotImplementedError\(.*Half.*raise it with a TORCH_CHECK naming x",
+        ),
+        (
+            "checks that y has as many rows as x, not its columns (passed the old check)",
+            'SQUARED_DISTANCE_CPP = r"""\n'
+            "#include <ATen/ATen.h>\n"
+            "#include <ATen/Dispatch.h>\n"
+            "#include <torch/library.h>\n"
+            "namespace {\n"
+            "at::Tensor distance(const at::Tensor& x, const at::Tensor& y) {\n"
+            '  TORCH_CHECK(x.dim() == 2, "squared_distance: x must be 2-D, got ", x.dim());\n'
+            '  TORCH_CHECK(y.dim() == 2 && y.size(0) == x.size(0), "squared_distance: y must have the rows of x");\n'
+            '  TORCH_CHECK(y.scalar_type() == x.scalar_type(), "squared_distance: y must have the dtype of x");\n'
+            "  TORCH_CHECK(x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble,\n"
+            '              "squared_distance: x must be float32 or float64");\n'
+            "  at::Tensor out = at::empty({x.size(0)}, x.options());\n"
+            '  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "squared_distance", [&] {\n'
+            "    const auto xs = x.accessor<scalar_t, 2>();\n"
+            "    const auto ys = y.accessor<scalar_t, 2>();\n"
+            "    auto d = out.accessor<scalar_t, 1>();\n"
+            "    for (int64_t i = 0; i < x.size(0); ++i) {\n"
+            "      scalar_t total = 0;\n"
+            "      for (int64_t j = 0; j < x.size(1); ++j) total += (xs[i][j] - ys[i][j]) * (xs[i][j] - ys[i][j]);\n"
+            "      d[i] = total;\n"
+            "    }\n"
+            "  });\n"
+            "  return out;\n"
+            "}\n"
+            "}  // namespace\n"
+            'TORCH_LIBRARY(ex_rowdist, m) { m.def("squared_distance(Tensor x, Tensor y) -> Tensor"); }\n'
+            'TORCH_LIBRARY_IMPL(ex_rowdist, CPU, m) { m.impl("squared_distance", &distance); }\n'
+            '"""\n',
+            AssertionError,
+            r"x = torch\.randn\(3, 4\), y = torch\.randn\(3, 6\) raised no error: reject it with a TORCH_CHECK naming y",
+        ),
+        (
+            "one combined check whose message names both x and y, whichever is at fault (passed the old check)",
+            'SQUARED_DISTANCE_CPP = r"""\n'
+            "#include <ATen/ATen.h>\n"
+            "#include <ATen/Dispatch.h>\n"
+            "#include <torch/library.h>\n"
+            "namespace {\n"
+            "at::Tensor distance(const at::Tensor& x, const at::Tensor& y) {\n"
+            "  TORCH_CHECK(x.dim() == 2 && y.sizes() == x.sizes() && y.scalar_type() == x.scalar_type() &&\n"
+            "              (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble),\n"
+            '              "squared_distance: bad input x or y");\n'
+            "  at::Tensor out = at::empty({x.size(0)}, x.options());\n"
+            '  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "squared_distance", [&] {\n'
+            "    const auto xs = x.accessor<scalar_t, 2>();\n"
+            "    const auto ys = y.accessor<scalar_t, 2>();\n"
+            "    auto d = out.accessor<scalar_t, 1>();\n"
+            "    for (int64_t i = 0; i < x.size(0); ++i) {\n"
+            "      scalar_t total = 0;\n"
+            "      for (int64_t j = 0; j < x.size(1); ++j) total += (xs[i][j] - ys[i][j]) * (xs[i][j] - ys[i][j]);\n"
+            "      d[i] = total;\n"
+            "    }\n"
+            "  });\n"
+            "  return out;\n"
+            "}\n"
+            "}  // namespace\n"
+            'TORCH_LIBRARY(ex_rowdist, m) { m.def("squared_distance(Tensor x, Tensor y) -> Tensor"); }\n'
+            'TORCH_LIBRARY_IMPL(ex_rowdist, CPU, m) { m.impl("squared_distance", &distance); }\n'
+            '"""\n',
+            AssertionError,
+            r"x = torch\.randn\(12\), y = torch\.randn\(12\) raised RuntimeError\('squared_distance: bad input x or y'\): "
+            r"x alone is at fault here; name x, not y",
+        ),
+    ],
+}
+
+# Right answers other than the folded solution, which each check must accept:
+# exercise number -> [(what it does differently, source defining the answer's name)]
+RIGHT_ANSWERS = {
+    1: [
+        (
+            "trains the C++ run first and returns copies of the weights, the reference run's first",
+            "def train_twice(steps=20):\n"
+            "    finals = {}\n"
+            "    for name, criterion in (('cpp', ops.CppTripletHingeLoss(-1.0, 0.05, 0.1)),\n"
+            "                            ('reference', ep.TripletHingeLoss(-1.0, 0.05, 0.1))):\n"
+            "        torch.manual_seed(0)\n"
+            "        net = torch.nn.Linear(16, 4)\n"
+            "        optimizer = torch.optim.SGD(net.parameters(), lr=0.05)\n"
+            "        data = torch.randn(steps, 3, 32, 16, generator=torch.Generator().manual_seed(1))\n"
+            "        for batch in data:\n"
+            "            optimizer.zero_grad()\n"
+            "            anchor, positive, negative = (net(t) for t in batch)\n"
+            "            criterion(anchor, positive, negative).backward()\n"
+            "            optimizer.step()\n"
+            "        finals[name] = net.weight.detach().clone()\n"
+            "    return finals['reference'], finals['cpp']\n",
+        ),
+    ],
+    2: [
+        (
+            "broadcasts the prototype instead of expanding it, and scales after summing the rows",
+            "def prototype_gradient(anchor, prototype, negative, t1=-1.0, t2=0.5, beta=0.5):\n"
+            "    d_ap = ((anchor - prototype) ** 2).sum(dim=1)\n"
+            "    d_an = ((anchor - negative) ** 2).sum(dim=1)\n"
+            "    weight = (d_ap - d_an > t1).to(anchor.dtype) + beta * (d_ap > t2).to(anchor.dtype)\n"
+            "    total = (weight[:, None] * (anchor - prototype)).sum(dim=0, keepdim=True)\n"
+            "    return -2 / anchor.shape[0] * total\n",
+        ),
+    ],
+    3: [
+        (
+            "calls .contiguous() and indexes data_ptr() as a (B, D) block, as the exercise allows",
+            'SQUARED_DISTANCE_CPP = r"""\n'
+            "#include <ATen/ATen.h>\n"
+            "#include <ATen/Dispatch.h>\n"
+            "#include <torch/library.h>\n"
+            "namespace {\n"
+            "at::Tensor distance(const at::Tensor& x_in, const at::Tensor& y_in) {\n"
+            '  TORCH_CHECK(x_in.dim() == 2, "squared_distance: x must be 2-D, got ", x_in.dim(), " dimension(s)");\n'
+            '  TORCH_CHECK(y_in.sizes() == x_in.sizes(), "squared_distance: y must have the shape of x, got ", y_in.sizes());\n'
+            '  TORCH_CHECK(y_in.scalar_type() == x_in.scalar_type(), "squared_distance: y must have the dtype of x");\n'
+            "  TORCH_CHECK(x_in.scalar_type() == at::kFloat || x_in.scalar_type() == at::kDouble,\n"
+            '              "squared_distance: x must be float32 or float64, got ", x_in.scalar_type());\n'
+            "  const at::Tensor x = x_in.contiguous(), y = y_in.contiguous();\n"
+            "  const int64_t rows = x.size(0), dim = x.size(1);\n"
+            "  at::Tensor out = at::empty({rows}, x.options());\n"
+            '  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "squared_distance", [&] {\n'
+            "    const scalar_t* xs = x.const_data_ptr<scalar_t>();\n"
+            "    const scalar_t* ys = y.const_data_ptr<scalar_t>();\n"
+            "    scalar_t* d = out.mutable_data_ptr<scalar_t>();\n"
+            "    for (int64_t i = 0; i < rows; ++i) {\n"
+            "      scalar_t total = 0;\n"
+            "      for (int64_t j = 0; j < dim; ++j) {\n"
+            "        const scalar_t diff = xs[i * dim + j] - ys[i * dim + j];\n"
+            "        total += diff * diff;\n"
+            "      }\n"
+            "      d[i] = total;\n"
+            "    }\n"
+            "  });\n"
+            "  return out;\n"
+            "}\n"
+            "}  // namespace\n"
+            'TORCH_LIBRARY(ex_rowdist, m) { m.def("squared_distance(Tensor x, Tensor y) -> Tensor"); }\n'
+            'TORCH_LIBRARY_IMPL(ex_rowdist, CPU, m) { m.impl("squared_distance", &distance); }\n'
+            '"""\n',
         ),
     ],
 }

@@ -1,6 +1,7 @@
 """Plausible wrong answers to the exercises of notebooks/07_shipping_operator.ipynb, each with the error its check must raise.
 
 exercise number -> [(what is wrong, source defining the answer's name, exception, message regex)]
+RIGHT_ANSWERS: exercise number -> [(what it does differently, source defining the answer's name)]
 """
 
 from __future__ import annotations
@@ -55,6 +56,26 @@ WRONG_ANSWERS = {
             AssertionError,
             r"returned names that are not in the lines.*not their demangled text",
         ),
+        (
+            "demangles, but tests for 'at::' without a word boundary: flags cv::Mat::create and flat::foo "
+            "(passed the old check, which had no such names)",
+            "def unstable_symbols(nm_lines):\n"
+            "    names = [line.split()[-1] for line in nm_lines if line.strip()]\n"
+            "    readable = subprocess.run(['c++filt'], input='\\n'.join(names), capture_output=True,\n"
+            "                              text=True, check=True).stdout.splitlines()\n"
+            "    return {n for n, text in zip(names, readable) if any(ns in text for ns in ('at::', 'c10::', 'torch::'))}\n",
+            AssertionError,
+            r"flagged _ZN2cv3Mat6createEiPKii: cv::Mat::create.*match whole namespace names",
+        ),
+        (
+            "searches the mangled names for the length-prefixed namespaces (2at, 3c10, 5torch): flags "
+            "std::string::at, whose method at mangles as 2at (passed the old check)",
+            "def unstable_symbols(nm_lines):\n"
+            "    names = [line.split()[-1] for line in nm_lines if line.strip()]\n"
+            "    return {n for n in names if re.search(r'(?<![0-9])(2at|3c10|5torch)', n)}\n",
+            AssertionError,
+            r"flagged _ZNSt7__cxx1112basic_string.*2atEm.*std::string::at.*not the namespace",
+        ),
     ],
     2: [
         (
@@ -79,6 +100,52 @@ WRONG_ANSWERS = {
             # torch 2.15's headers refuse a target newer than themselves; 2.13's do not, and
             # the check then finds that a "2.12" target sees a 2.13 API.
             r"newer than this torch|a 2\.12 target must not see Stream::nativeHandle: are the major and minor",
+        ),
+        (
+            "patch 255 (0xff << 40): compiles like major.minor.0, but is not the number asked for "
+            "(passed the old check)",
+            "def target_version_flag(major, minor):\n"
+            "    return f'-DTORCH_TARGET_VERSION=0x{major << 56 | minor << 48 | 0xff << 40:016x}'\n",
+            AssertionError,
+            r"0x020dff0000000000 is not 2\.13\.0: the patch byte and the five bytes of ABI tag below the minor must be 0",
+        ),
+        (
+            "the five ABI-tag bytes filled ((1 << 40) - 1), not zero (passed the old check)",
+            "def target_version_flag(major, minor):\n"
+            "    return f'-DTORCH_TARGET_VERSION=0x{major << 56 | minor << 48 | (1 << 40) - 1:016x}'\n",
+            AssertionError,
+            r"0x020d00ffffffffff is not 2\.13\.0: the patch byte and the five bytes of ABI tag below the minor must be 0",
+        ),
+    ],
+}
+
+# Right answers other than the official solution, which each check must accept.
+RIGHT_ANSWERS = {
+    1: [
+        (
+            "matches whole namespace names with a lookbehind instead of \\b",
+            "def unstable_symbols(nm_lines):\n"
+            "    names = [line.split()[-1] for line in nm_lines if line.strip()]\n"
+            "    readable = subprocess.run(['c++filt'], input='\\n'.join(names), capture_output=True,\n"
+            "                              text=True, check=True).stdout.splitlines()\n"
+            "    return {n for n, text in zip(names, readable) if re.search(r'(?<![\\w:])(at|c10|torch)::', text)}\n",
+        ),
+    ],
+    2: [
+        (
+            "the number in decimal",
+            "def target_version_flag(major, minor):\n"
+            "    return f'-DTORCH_TARGET_VERSION={major << 56 | minor << 48}'\n",
+        ),
+        (
+            "the eight bytes written out, most significant first",
+            "def target_version_flag(major, minor):\n"
+            "    return '-DTORCH_TARGET_VERSION=0x' + bytes([major, minor, 0, 0, 0, 0, 0, 0]).hex()\n",
+        ),
+        (
+            "upper-case hex digits with a ULL suffix",
+            "def target_version_flag(major, minor):\n"
+            "    return f'-DTORCH_TARGET_VERSION=0x{major:02X}{minor:02X}000000000000ULL'\n",
         ),
     ],
 }

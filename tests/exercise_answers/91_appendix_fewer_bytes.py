@@ -1,6 +1,7 @@
 """Plausible wrong answers to the exercises of notebooks/91_appendix_fewer_bytes.ipynb, each with the error its check must raise.
 
 exercise number -> [(what is wrong, source defining the answer's name, exception, message regex)]
+RIGHT_ANSWERS: exercise number -> [(what it does differently, source defining the answer's name)]
 """
 
 from __future__ import annotations
@@ -59,6 +60,35 @@ WRONG_ANSWERS = {
             "    return 1 / (8 // math.gcd(dim, 8))\n",
             AssertionError,
             r"dim=513, element_size=8: 0\.125, expected 0\.25",
+        ),
+        (
+            "the old official solution: counts the aligned rows even when a row is shorter than one register, "
+            "whose numbers all go through the scalar loop (the old check expected 0.25 for dim=1 in float64)",
+            "def streaming_rows(dim, element_size):\n"
+            "    return 1 / (32 // math.gcd(dim * element_size, 32))\n",
+            AssertionError,
+            r"dim=1, element_size=4: 0\.125, expected 0\.0: a row of 4 bytes has no full 32-byte register",
+        ),
+    ],
+}
+
+# Right answers other than the official solution, which each check must accept.
+RIGHT_ANSWERS = {
+    2: [
+        (
+            "returns the integer 0 for rows shorter than a register (the old check rejected it)",
+            "def streaming_rows(dim, element_size):\n"
+            "    if dim * element_size < 32:\n"
+            "        return 0\n"
+            "    return 1 / (32 // math.gcd(dim * element_size, 32))\n",
+        ),
+        (
+            "counts the aligned starts among 32 rows, after ruling out rows without a full register",
+            "def streaming_rows(dim, element_size):\n"
+            "    if dim < 32 // element_size:\n"
+            "        return 0.0\n"
+            "    starts = [i * dim * element_size for i in range(32)]\n"
+            "    return sum(start % 32 == 0 for start in starts) / 32\n",
         ),
     ],
 }
