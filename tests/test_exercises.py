@@ -169,17 +169,24 @@ def test_check_accepts_the_solution(path, number, capsys):
     assert f"Exercise {number} passed" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("stem, number, wrong", WRONG)
-def test_check_rejects_the_named_wrong_answer(stem, number, wrong):
-    what, source, error, message = wrong
+def check_and_answer(stem, number, source):
+    """The chapter's check of exercise `number`, and the answer `source` defines (skips where the
+    check needs the emulator and there is none)."""
     if needs_missing_emulator(stem, number):
         pytest.skip("needs the SIMT emulator (g++ and CUDA's headers)")
     path = path_of(stem)
     names = namespace(path)
     check, answer = load_check(path, number, names)
     exec(source, names)
+    return check, names[answer]
+
+
+@pytest.mark.parametrize("stem, number, wrong", WRONG)
+def test_check_rejects_the_named_wrong_answer(stem, number, wrong):
+    what, source, error, message = wrong
+    check, answer = check_and_answer(stem, number, source)
     with pytest.raises(error, match=message):
-        check(names[answer])
+        check(answer)
 
 
 RIGHT = [
@@ -192,11 +199,6 @@ RIGHT = [
 @pytest.mark.parametrize("stem, number, right", RIGHT)
 def test_check_accepts_the_named_right_answer(stem, number, right, capsys):
     what, source = right
-    if needs_missing_emulator(stem, number):
-        pytest.skip("needs the SIMT emulator (g++ and CUDA's headers)")
-    path = path_of(stem)
-    names = namespace(path)
-    check, answer = load_check(path, number, names)
-    exec(source, names)
-    check(names[answer])
+    check, answer = check_and_answer(stem, number, source)
+    check(answer)
     assert f"Exercise {number} passed" in capsys.readouterr().out
