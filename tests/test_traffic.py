@@ -10,8 +10,9 @@ reads one), and the loss written once per row. The book's kernels today
 once for its distances, once for its gradients - as Nsight Compute measured
 on an H200 (notebooks/data/gpu/); then the kernels that move fewer bytes: a
 forward saving the distances and a backward reading them (9N in all), and
-the one-pass kernel of grad_in_forward (6N). A kernel that re-reads a row,
-or a counter that loses or doubles accesses, fails here.
+the one-pass kernel of grad_in_forward (6N). Chapter 6's Triton kernels save
+the distances too (9N). A kernel that re-reads a row, or a counter that loses
+or doubles accesses, fails here.
 """
 
 from __future__ import annotations
@@ -298,26 +299,40 @@ def test_counts_need_fast_mode_and_stay_inside_the_block():
 # ---- Triton's kernels (interpreted) ----------------------------------------------------------
 
 
+# Chapter 6's kernels save the distances as chapter 5's do: each row is read once by the forward
+# and once by the backward, 3N + (3N read + 3N written) = 9N for a training step, plus c*B. A
+# backward that recomputes the distances (each input read 2N), or a forward that reads a row
+# twice, fails here.
 @pytest.mark.skipif(not triton_ops.INTERPRETED, reason="counts the interpreter's loads and stores")
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-def test_triton_kernels_move_3N_forward_and_6N_plus_3N_backward(dtype):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64], ids=str)
+def test_triton_kernels_move_9N_with_saved_distances(dtype):
     batch, dim = 6, 384  # 384: not a power of 2, the last block is masked
     a, p, n = (x.requires_grad_() for x in _triplet(batch, dim, dtype, seed=3))
-    N = batch * dim * a.element_size()
+    size = a.element_size()
+    acc = 8 if dtype == torch.float64 else 4  # the distances' type: the accumulation type
+    N = batch * dim * size
     with emulator.traffic() as t:
         triton_ops.triplet_hinge_loss(a, p, n, **HYPER).backward()
     forward = _only(t.launches, "_forward_kernel")
     backward = _only(t.launches, "_backward_kernel")
     assert forward.engine == "Triton (interpreted)" and forward.grid == (batch, 1, 1)
     for name in ("a_ptr", "p_ptr", "n_ptr"):
-        assert forward.buffer(name).bytes_read == N
-        assert backward.buffer(name).bytes_read == 2 * N
+        assert forward.buffer(name).bytes_read == N, name  # each row read once ...
+        assert backward.buffer(name).bytes_read == N, name  # ... and once more, not twice
         assert forward.buffer(name).sectors_read * 32 == N
+        assert forward.buffer(name).bytes_written == backward.buffer(name).bytes_written == 0
     for name in ("grad_a_ptr", "grad_p_ptr", "grad_n_ptr"):
-        assert backward.buffer(name).bytes_written == N
-    # c*B: one loss written and one upstream gradient read per program (row).
-    assert forward.buffer("out_ptr").bytes_written == batch * a.element_size()
-    assert backward.buffer("grad_out_ptr").bytes_read == batch * a.element_size()
+        assert backward.buffer(name).bytes_written == N and backward.buffer(name).bytes_read == 0
+    # c*B: one loss and two distances written per program (row); the two distances and one
+    # upstream gradient (a scalar, stride 0: each program reads it) read per program.
+    assert forward.buffer("out_ptr").bytes_written == batch * size
+    assert forward.buffer("dist_ptr").bytes_written == 2 * batch * acc
+    assert backward.buffer("dist_ptr").bytes_read == 2 * batch * acc
+    assert backward.buffer("grad_out_ptr").bytes_read == batch * size
+    assert forward.bytes_read == 3 * N and forward.bytes_written == batch * size + 2 * batch * acc
+    assert backward.bytes_read == 3 * N + 2 * batch * acc + batch * size
+    assert backward.bytes_written == 3 * N
+    assert t.bytes == 9 * N + 2 * batch * size + 4 * batch * acc
 
 
 @pytest.mark.skipif(not triton_ops.INTERPRETED, reason="counts the interpreter's loads and stores")

@@ -227,6 +227,57 @@ def test_gradient_of_a_scalar_upstream_gradient_that_is_expanded():
         assert_close(grad, ref_grad)
 
 
+# ---- The saved distances: a backward that reads each row once ----
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64])
+def test_forward_returns_each_rows_distances_in_the_accumulation_dtype(dtype):
+    # The operator's second output: (d_ap, d_an) per row, float32 for 16- and
+    # 32-bit inputs, float64 for float64, not differentiable.
+    a, p, n = (t.to(dtype).requires_grad_() for t in torch.randn(3, 5, 70, device=DEVICE))
+    loss, distances = OP(a, p, n, -1.0, 0.5, 0.5, "none")
+    accumulation = torch.float64 if dtype == torch.float64 else torch.float32
+    assert distances.dtype == accumulation and distances.shape == (5, 2)
+    assert loss.requires_grad and not distances.requires_grad
+    wide = [t.detach().double() for t in (a, p, n)]
+    expected = torch.stack(
+        [(wide[0] - wide[1]).pow(2).sum(1), (wide[0] - wide[2]).pow(2).sum(1)], dim=1
+    )
+    assert_close(distances.double(), expected, rtol=1e-6 if dtype != torch.float64 else 1e-12, atol=0)
+
+
+def test_backward_takes_its_weights_from_the_saved_distances():
+    # Catches a backward that recomputes the distances instead of reading the
+    # ones it is given: the same inputs, with distances that say "no push,
+    # no pull" (d_ap = 0, d_an = 100) and with distances that say "both"
+    # (d_ap = 100, d_an = 0), give zero and nonzero gradients. (Together with
+    # tests/test_traffic.py, which counts each row read once.)
+    a, p, n = torch.randn(3, 4, 9, dtype=torch.float64, device=DEVICE).unbind(0)
+    grad = torch.ones((), dtype=torch.float64, device=DEVICE)
+    nothing = torch.tensor([[0.0, 100.0]] * 4, dtype=torch.float64, device=DEVICE)
+    both = torch.tensor([[100.0, 0.0]] * 4, dtype=torch.float64, device=DEVICE)
+    for zero in BACKWARD_OP(grad, a, p, n, nothing, -1.0, 0.5, 0.5, "sum"):
+        assert (zero == 0).all()
+    grad_a, grad_p, grad_n = BACKWARD_OP(grad, a, p, n, both, -1.0, 0.5, 0.5, "sum")
+    # push = pull = 1: grad_p = -2 (1 + beta) (a - p), grad_n = 2 (a - n).
+    assert_close(grad_p, -2 * 1.5 * (a - p))
+    assert_close(grad_n, 2 * (a - n))
+    assert_close(grad_a, -(grad_p + grad_n))
+
+
+def test_saved_distances_are_the_forwards_and_carry_no_gradient():
+    # autograd saves the forward's distances for the backward; a loss that
+    # ignores the distances' (absent) gradient still trains, and a graph that
+    # uses only the distances has nothing to differentiate.
+    a, p, n = (t.requires_grad_() for t in torch.randn(3, 4, 6, dtype=torch.float64, device=DEVICE))
+    loss, distances = OP(a, p, n, -1.0, 0.5, 0.5, "sum")
+    assert loss.grad_fn is not None and distances.grad_fn is None
+    grads = torch.autograd.grad(loss, (a, p, n))
+    ref = torch.autograd.grad(ep.reference_triplet_hinge_loss(a, p, n, **HYPER, reduction="sum"), (a, p, n))
+    for got, expected in zip(grads, ref):
+        assert_close(got, expected)
+
+
 # ---- Edge cases ----
 
 
@@ -368,14 +419,15 @@ def test_no_tensor_is_built_from_host_values_per_call(dtype, monkeypatch):
         grad = torch.ones(4 if reduction == "none" else (), dtype=dtype, device=DEVICE)
         # Once unrecorded: on a GPU the first call autotunes, and the timing
         # allocates and clears buffers of its own.
-        triton_ops._triplet_forward(a, p, n, -1.0, 0.5, 0.5, reduction)
-        triton_ops._triplet_backward(grad, a, p, n, -1.0, 0.5, 0.5, reduction)
+        _, distances = triton_ops._triplet_forward(a, p, n, -1.0, 0.5, 0.5, reduction)
+        triton_ops._triplet_backward(grad, a, p, n, distances, -1.0, 0.5, 0.5, reduction)
         record.ops = []
         with record:
-            triton_ops._triplet_forward(a, p, n, -1.0, 0.5, 0.5, reduction)
-            triton_ops._triplet_backward(grad, a, p, n, -1.0, 0.5, 0.5, reduction)
+            _, distances = triton_ops._triplet_forward(a, p, n, -1.0, 0.5, 0.5, reduction)
+            triton_ops._triplet_backward(grad, a, p, n, distances, -1.0, 0.5, 0.5, reduction)
         assert set(record.ops) <= {"aten::empty.memory_format", "aten::sum", "aten::mean"}, record.ops
-        assert record.ops.count("aten::empty.memory_format") == 4  # the outputs
+        # The outputs: the loss per row, the distances, the three gradients.
+        assert record.ops.count("aten::empty.memory_format") == 5
 
 
 def test_mean_gradient_is_scaled_in_float32_for_float16():
@@ -388,7 +440,8 @@ def test_mean_gradient_is_scaled_in_float32_for_float16():
     p = torch.full((4, 2), 2.0**12, dtype=torch.float16, device=DEVICE)
     n = torch.full((4, 2), -(2.0**11), dtype=torch.float16, device=DEVICE)
     grad = torch.tensor(2.0**-24, dtype=torch.float16, device=DEVICE)
-    grads = BACKWARD_OP(grad, a, p, n, -1.0, 0.5, 0.5, "mean")
+    _, distances = OP(a, p, n, -1.0, 0.5, 0.5, "mean")
+    grads = BACKWARD_OP(grad, a, p, n, distances, -1.0, 0.5, 0.5, "mean")
     wide = [t.double().requires_grad_() for t in (a, p, n)]
     loss = ep.reference_triplet_hinge_loss(*wide, **HYPER, reduction="mean")
     ref_grads = torch.autograd.grad(loss, wide, grad.double())
@@ -425,12 +478,15 @@ def test_offsets_are_64_bit():
         anchor[row] = torch.arange(dim) * 0.25 + row
     positive = torch.zeros(3, dim, dtype=torch.float16, device=DEVICE)
     negative = torch.ones(3, dim, dtype=torch.float16, device=DEVICE)
-    actual = OP(anchor, positive, negative, -1.0, 0.5, 0.5, "none")
+    actual, distances = OP(anchor, positive, negative, -1.0, 0.5, 0.5, "none")
     # The 16-bit inputs are exact in float32, the reference's dtype here.
     wide = [t.float() for t in (anchor, positive, negative)]
     expected = ep.reference_triplet_hinge_loss(*wide, **HYPER, reduction="none")
     assert_close(actual.float(), expected, rtol=1e-3, atol=0.0)
-    grads = BACKWARD_OP(torch.ones(3, dtype=torch.float16, device=DEVICE), anchor, positive, negative, -1.0, 0.5, 0.5, "none")
+    grads = BACKWARD_OP(
+        torch.ones(3, dtype=torch.float16, device=DEVICE), anchor, positive, negative, distances,
+        -1.0, 0.5, 0.5, "none",
+    )
     wide = [t.requires_grad_() for t in wide]
     ref_grads = torch.autograd.grad(ep.reference_triplet_hinge_loss(*wide, **HYPER, reduction="sum"), wide)
     for grad, ref_grad in zip(grads, ref_grads):
@@ -596,16 +652,17 @@ def test_16_bit_inputs_are_summed_in_float32_at_any_block_width(dtype):
     layout = triton_ops._layout(a, p, n)
     hyper = triton_ops._hyperparameters(-0.03125, 0.0, 0.0)
     out = torch.empty(2, dtype=dtype, device=DEVICE)
+    distances = torch.empty(2, 2, dtype=torch.float32, device=DEVICE)
     grads = [torch.empty(2, dim, dtype=dtype, device=DEVICE) for _ in range(3)]
     ones = torch.ones(2, dtype=dtype, device=DEVICE)
     for width in widths:
         out.fill_(float("nan"))
         triton_ops._forward_kernel[(2,)](
-            a, p, n, out, dim, *layout, **hyper, batch_bucket=2, FP64=False, BLOCK_D=width
+            a, p, n, out, distances, dim, *layout, **hyper, batch_bucket=2, FP64=False, BLOCK_D=width
         )
         assert out.tolist() == [0.0625, -0.03125], width
         triton_ops._backward_kernel[(2,)](
-            ones, 1, 1, a, p, n, *grads, dim, *layout, **hyper,
+            ones, 1, 1, a, p, n, distances, *grads, dim, *layout, **hyper,
             batch_bucket=2, FP64=False, BLOCK_D=width,
         )
         for grad, ref_grad in zip(grads, ref_grads):
@@ -677,9 +734,10 @@ def _test_opcheck(device):
         assert set(report) == set(tests)
     for reduction, grad_shape in (("mean", ()), ("none", (4,))):
         grad = torch.randn(grad_shape, dtype=torch.float64, device=device)
+        _, distances = OP(a.detach(), p.detach(), n.detach(), -1.0, 0.5, 0.5, reduction)
         torch.library.opcheck(
             BACKWARD_OP,
-            (grad, a.detach(), p.detach(), n.detach(), -1.0, 0.5, 0.5, reduction),
+            (grad, a.detach(), p.detach(), n.detach(), distances, -1.0, 0.5, 0.5, reduction),
             test_utils=tests,
         )
 
@@ -833,8 +891,28 @@ def test_python_wrapper_checks_the_settings(settings, message):
     ],
 )
 def test_backward_checks(grad, reduction, error, message):
+    distances = torch.zeros(4, 2, device=DEVICE)
     with pytest.raises(error, match=re.escape(message)):
-        BACKWARD_OP(grad, GOOD, GOOD, GOOD, -1.0, 0.5, 0.5, reduction)
+        BACKWARD_OP(grad, GOOD, GOOD, GOOD, distances, -1.0, 0.5, 0.5, reduction)
+
+
+@pytest.mark.parametrize(
+    "distances, error, message",
+    [
+        (torch.zeros(4, device=DEVICE), ValueError,
+         "distances must have shape (4, 2), one (d_ap, d_an) pair per row, got (4,)"),
+        (torch.zeros(4, 2, dtype=torch.float16, device=DEVICE), TypeError,
+         "distances must be torch.float32 for torch.float32 inputs (the accumulation dtype), "
+         "got torch.float16"),
+        (torch.zeros(2, 4, device=DEVICE).t(), ValueError,
+         "distances must be contiguous, got strides (1, 4)"),
+    ],
+)
+def test_backward_checks_the_distances(distances, error, message):
+    # The kernel reads two numbers per row at 2 * row and 2 * row + 1, in the
+    # accumulation dtype: anything else would be read as garbage.
+    with pytest.raises(error, match=re.escape(message)):
+        BACKWARD_OP(torch.ones((), device=DEVICE), GOOD, GOOD, GOOD, distances, -1.0, 0.5, 0.5, "mean")
 
 
 def test_compiled_kernels_refuse_cpu_tensors(monkeypatch):
@@ -919,6 +997,78 @@ def test_autotuner_prunes_with_configs_for():
             tuned.nargs = None
         assert pruned == triton_ops.configs_for(torch.float16, 300)
         assert len(pruned) < len(triton_ops._CONFIGS)
+
+
+def test_benchmark_times_triton_without_the_cpp_build(monkeypatch):
+    # Chapter 6's GPU cell times eager, torch.compile and Triton on Colab,
+    # where the chapter installs the package without its C++ operators (and
+    # extending_pytorch.ops refuses to import). Catches bench importing
+    # chapter 3's or chapter 4's implementations when they are not asked for.
+    from extending_pytorch import bench
+
+    monkeypatch.setitem(sys.modules, "extending_pytorch.ops", None)
+    monkeypatch.setitem(sys.modules, "extending_pytorch.functions", None)
+    factories = bench.implementations()
+    assert factories["triton"]() is triton_ops.triplet_hinge_loss
+    with pytest.raises(ImportError):
+        factories["cpp"]()
+    records = bench.measure_size(4, 8, rounds=1, min_run_time=0.001, names=["eager", "triton"], device=DEVICE)
+    assert {r["implementation"] for r in records} == {"eager", "triton"}
+
+
+# ---- Chapter 6's exercise 1: its check compiles the reader's kernel ----
+
+
+def _exercise_check_and_answer(source):
+    # As tests/test_exercises.py runs an answer, but with its source registered in linecache, as
+    # IPython registers a notebook cell's: the check compiles the kernel from its source.
+    import hashlib
+    import linecache
+
+    from test_exercises import load_check, namespace, path_of
+
+    path = path_of("06_triton_kernel")
+    names = namespace(path)
+    check, answer = load_check(path, 1, names)
+    filename = f"<exercise answer {hashlib.sha1(source.encode()).hexdigest()[:12]}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), names)
+    return check, names[answer]
+
+
+def _compiled_answers():
+    import importlib.util
+
+    file = REPO_ROOT / "tests" / "exercise_answers" / "06_triton_kernel.py"
+    spec = importlib.util.spec_from_file_location("exercise_answers_06", file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.WRONG_ANSWERS_FOR_THE_COMPILER[1]
+
+
+def _solution_source():
+    from conftest import cell_source, load_notebook
+
+    cells = load_notebook(REPO_ROOT / "notebooks" / "06_triton_kernel.ipynb")["cells"]
+    return next(cell_source(c) for c in cells if cell_source(c).startswith("# @title Solution to exercise 1"))
+
+
+@interpreted_only
+def test_exercise_check_compiles_the_solution_for_a_gpu(capsys):
+    check, answer = _exercise_check_and_answer(_solution_source())
+    check(answer)
+    assert "and it compiles for a GPU (float16 and float32)" in capsys.readouterr().out
+
+
+@interpreted_only
+@pytest.mark.parametrize("wrong", _compiled_answers(), ids=lambda w: w[0][:40])
+def test_exercise_check_rejects_what_only_the_compiler_rejects(wrong):
+    # Review turn 4, findings 3 and 6: the interpreter runs these kernels right; a GPU's
+    # compiler refuses them. (Without a source, the check could not compile them.)
+    what, source, error, message = wrong
+    check, answer = _exercise_check_and_answer(source)
+    with pytest.raises(error, match=message):
+        check(answer)
 
 
 @interpreted_only

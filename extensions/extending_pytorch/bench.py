@@ -59,10 +59,13 @@ GPU_SIZES = [(b, d) for d in (512, 1024) for b in (4096, 16384, 65536)]
 
 
 def implementations() -> dict:
-    """Name -> a function that, given a size, returns the loss function."""
-    from extending_pytorch.functions import triplet_hinge_loss_function
-    from extending_pytorch.ops import triplet_hinge_loss
+    """Name -> a function that, given a size, returns the loss function.
 
+    Each factory imports its implementation when it is called, so that
+    timing some of them needs only what those need: chapter 6 on Colab,
+    installed without the C++ build, times "eager", "compile" and "triton"
+    without importing `extending_pytorch.ops` (which refuses to load unbuilt).
+    """
     return {
         "eager": lambda: reference_triplet_hinge_loss,
         # A fresh compiled copy per size, with dynamo's caches emptied first
@@ -72,15 +75,25 @@ def implementations() -> dict:
         # which dynamo silently runs eager. dynamic=False keeps each size's
         # kernels specialised to it, as a fixed-shape training loop gets.
         "compile": lambda: torch.compile(reference_triplet_hinge_loss, dynamic=False),
-        "function": lambda: triplet_hinge_loss_function,
-        "cpp": lambda: triplet_hinge_loss,
-        "cpp grad_in_forward": lambda: functools.partial(
-            triplet_hinge_loss, grad_in_forward=True
-        ),
+        "function": _function_loss,
+        "cpp": _cpp_loss,
+        "cpp grad_in_forward": lambda: functools.partial(_cpp_loss(), grad_in_forward=True),
         # Chapter 6's Triton kernels, timed on the GPU only (`run` leaves
         # them out on a CPU, where Triton's interpreter runs them in numpy).
         "triton": _triton_loss,
     }
+
+
+def _function_loss():
+    from extending_pytorch.functions import triplet_hinge_loss_function
+
+    return triplet_hinge_loss_function
+
+
+def _cpp_loss():
+    from extending_pytorch.ops import triplet_hinge_loss
+
+    return triplet_hinge_loss
 
 
 def _triton_loss():

@@ -1,7 +1,10 @@
 """Chapter 6: the fused triplet hinge loss as Triton kernels.
 
-Two kernels, forward and backward, each a program per row of the batch. They
-are registered as operators with `torch.library.triton_op`, so that on a GPU
+Two kernels, forward and backward, each a program per row of the batch. The
+forward also writes each row's two squared distances, which the backward
+reads instead of recomputing them: a training step reads each row of the
+inputs once in each kernel (9 B D numbers moved, not 12 B D), as chapter 5's
+operator does with its saved distances. They are registered as operators with `torch.library.triton_op`, so that on a GPU
 `torch.compile` sees the kernels themselves and launches them without a
 graph break (by default it does not fuse the surrounding operations into them). The public `triplet_hinge_loss` has the arguments, checks
 and messages of the chapter-4 operator's wrapper.
@@ -18,8 +21,10 @@ and returns its PTX.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import struct
+import textwrap
 
 import torch
 from torch import Tensor
@@ -109,6 +114,7 @@ def _forward_kernel(
     p_ptr,  # positive
     n_ptr,  # negative
     out_ptr,  # (B,) contiguous: the loss of each row
+    dist_ptr,  # (B, 2) contiguous, the accumulation dtype: d_ap, d_an of each row
     dim,
     a_row_stride,
     a_col_stride,
@@ -148,6 +154,9 @@ def _forward_kernel(
     push = tl.where(diff < t1, t1, diff)
     pull = tl.where(d_ap < t2, t2, d_ap)
     tl.store(out_ptr + row, push + beta * pull)
+    # Kept for the backward, unrounded: 2 numbers per row against 3 D read.
+    tl.store(dist_ptr + 2 * row, d_ap)
+    tl.store(dist_ptr + 2 * row + 1, d_an)
 
 
 @triton.jit(do_not_specialize=_SCALARS + ["grad_divisor"])
@@ -158,6 +167,7 @@ def _backward_kernel(
     a_ptr,
     p_ptr,
     n_ptr,
+    dist_ptr,  # (B, 2): the distances the forward kernel wrote
     grad_a_ptr,  # (B, D) contiguous outputs
     grad_p_ptr,
     grad_n_ptr,
@@ -183,17 +193,10 @@ def _backward_kernel(
     a_row = a_ptr + row * a_row_stride
     p_row = p_ptr + row * p_row_stride
     n_row = n_ptr + row * n_row_stride
-    d_ap, d_an = _row_distances(
-        a_row,
-        p_row,
-        n_row,
-        a_col_stride,
-        p_col_stride,
-        n_col_stride,
-        dim,
-        BLOCK_D,
-        FP64,
-    )
+    # The forward's distances, read back: recomputing them here would read
+    # the row's three inputs a second time (6 B D numbers, not 3 B D).
+    d_ap = tl.load(dist_ptr + 2 * row)
+    d_an = tl.load(dist_ptr + 2 * row + 1)
     # The mean's 1 / B is applied here, in the accumulation dtype: in float16,
     # grad / B underflows to 0 for a small gradient or a large batch.
     g = tl.load(grad_out_ptr + row * grad_out_stride).to(acc_dtype) / grad_divisor
@@ -240,11 +243,13 @@ if INTERPRETED and not isinstance(tl.sum, InterpretedFunction):
 # thread loads BLOCK_D * itemsize / (32 * num_warps) bytes of each input per
 # step. A 128-bit load (ld.global.v4.b32, chapter 5's 16-byte Pack) needs 16
 # of them: fewer, and the loads are narrower however aligned the rows are. At
-# most 64 (four 128-bit loads per input): there the backward kernel needs at
-# most 128 registers per thread (80 to 126 on sm_90a with Triton 3.9); at 128
-# bytes more than 128 (164 to 232, float16 the most), so fewer warps fit on a
-# multiprocessor, and at 256 (float64, 1024 columns on one warp) it runs out
-# of its 255 and spills to memory. Those two bounds, per dtype, choose the
+# most 64 (four 128-bit loads per input): there the heavier kernel, the
+# forward (it keeps both distances' sums), needs at most 128 registers per
+# thread (56 to 127 on sm_90a with Triton 3.9; it spills 16 bytes or fewer in
+# three configurations, the backward nothing); at 128 bytes more than 128
+# (164 to 232, float16 the most), so fewer warps fit on a multiprocessor, and
+# at 256 (float64, 1024 columns on one warp) it runs out of its 255 and spills
+# hundreds of bytes to memory. Those two bounds, per dtype, choose the
 # configurations tried from the candidates below, and so does the row: no
 # block longer than the row rounded up to a power of 2 (lanes past it would
 # only be masked off). tests/test_triton_ptx.py compiles the configurations
@@ -325,16 +330,46 @@ def wrap_triton(kernel):
     return torch.library.wrap_triton(kernel)
 
 
+class Launch(tuple):
+    """One launch recorded by `record_launches`.
+
+    Unpacks as (kernel name, {argument: value}); `.grid` is the launch's grid
+    as three program counts (a callable grid resolved, missing axes 1), and
+    `.kernel` the launched kernel (its Python function is `.kernel.fn`).
+    """
+
+    def __new__(cls, name, arguments, grid, kernel):
+        launch = super().__new__(cls, (name, arguments))
+        launch.grid = grid
+        launch.kernel = kernel
+        return launch
+
+
+def _grid_of(kernel, grid, args, kwargs) -> tuple:
+    # A grid is a tuple, or a function of the launch's arguments ("meta"),
+    # constexpr defaults included, as Triton calls it.
+    if callable(grid):
+        bound = inspect.signature(kernel.fn).bind_partial(*args, **{
+            k: v for k, v in kwargs.items() if k in kernel.arg_names
+        })
+        bound.apply_defaults()
+        grid = grid(dict(bound.arguments, **kwargs))
+    grid = tuple(int(g) for g in grid)
+    return grid + (1,) * (3 - len(grid))
+
+
 @contextlib.contextmanager
 def record_launches():
     """Record every Triton kernel launch made inside the `with` block.
 
-    Yields a list that fills with one (kernel name, {argument: value}) pair per
-    launch: the tensors themselves (so a test can see that a view reached the
-    kernel as the view, not a copy), the scalars, and the constexprs. A spy
-    for tests and exercise checks: it wraps the `run` method that every
-    launch goes through (InterpretedFunction's under the interpreter,
-    JITFunction's on a GPU, where the autotuner's trial runs are recorded too).
+    Yields a list that fills with one `Launch` per launch: it unpacks as a
+    (kernel name, {argument: value}) pair, with the tensors themselves (so a
+    test can see that a view reached the kernel as the view, not a copy),
+    the scalars and the constexprs, and it has the grid (`.grid`) and the
+    kernel (`.kernel`). A spy for tests and exercise checks: it wraps the
+    `run` method that every launch goes through (InterpretedFunction's under
+    the interpreter, JITFunction's on a GPU, where the autotuner's trial runs
+    are recorded too).
     """
     launches = []
     kind = InterpretedFunction if INTERPRETED else triton.JITFunction
@@ -344,7 +379,8 @@ def record_launches():
         if not warmup:
             arguments = dict(zip(self.arg_names, args))
             arguments.update(kwargs)
-            launches.append((self.fn.__name__, arguments))
+            grid_seen = _grid_of(self, grid, args, kwargs)
+            launches.append(Launch(self.fn.__name__, arguments, grid_seen, self))
         return original(self, *args, grid=grid, warmup=warmup, **kwargs)
 
     kind.run = run
@@ -389,6 +425,97 @@ def compile_for_gpu(kernel, *args, arch: int = 90, num_warps: int = 4, **constex
     )
     source = ASTSource(kernel, signature, constants, attrs)
     return triton.compile(source, target=target, options=options.__dict__)
+
+
+def kernel_source(kernel) -> str:
+    """The source of a @triton.jit kernel, and of the @triton.jit functions it calls.
+
+    Raises OSError where Python kept no source (a function made by `exec` of
+    a string); a notebook cell's or a file's source is kept.
+    """
+    sources, seen, todo = [], set(), [kernel]
+    while todo:
+        function = todo.pop()
+        fn = function.fn
+        if fn in seen:
+            continue
+        seen.add(fn)
+        sources.append(textwrap.dedent(inspect.getsource(fn)))
+        for name in fn.__code__.co_names:
+            value = fn.__globals__.get(name)
+            # Triton's own functions (tl.sum, ...) are module attributes, not globals.
+            if isinstance(value, (InterpretedFunction, triton.JITFunction)):
+                todo.append(value)
+    return "\n\n".join(reversed(sources))
+
+
+def gpu_compile_errors(kernel, launches, *, arch: int = 90, num_warps: int = 4, timeout: float = 300) -> list:
+    """Compile `kernel` for a GPU, once per launch, in one fresh process.
+
+    `launches` is a list of (args, constexprs) pairs, as `compile_for_gpu`
+    takes them (tensors are sent as their dtype, shape and strides). Returns
+    one entry per launch: None where it compiled, else the compiler's error.
+    The process runs with TRITON_INTERPRET=0, so this works where this one
+    runs the interpreter, and needs no GPU. The interpreter runs code the
+    compiler rejects (a loop-carried variable whose type changes, a
+    `tl.static_range` whose bounds are known only at run time): this is how
+    a check finds out. Of the kernel's module, only torch, triton, tl and
+    the @triton.jit functions it calls are there. Raises OSError where the
+    kernel's source cannot be read (see `kernel_source`).
+    """
+    import json
+    import subprocess
+    import sys
+    import tempfile
+
+    source = kernel_source(kernel)
+
+    def sent(value):
+        if isinstance(value, Tensor):
+            return dict(dtype=str(value.dtype).removeprefix("torch."), shape=list(value.shape),
+                        stride=list(value.stride()))
+        return value
+
+    spec = [[[sent(a) for a in args], dict(constexprs, arch=arch, num_warps=num_warps)]
+            for args, constexprs in launches]
+    driver = textwrap.dedent("""
+        import json, sys, torch
+        from extending_pytorch import triton_ops
+        import reader_kernel
+        name, launches = json.loads(sys.argv[1])
+        kernel = getattr(reader_kernel, name)
+        errors = []
+        for spec, options in launches:
+            args = [
+                torch.empty_strided(a["shape"], a["stride"], dtype=getattr(torch, a["dtype"]))
+                if isinstance(a, dict) else a
+                for a in spec
+            ]
+            try:
+                triton_ops.compile_for_gpu(kernel, *args, **options)
+                errors.append(None)
+            except Exception as error:
+                errors.append(f"{type(error).__name__}: {error}".strip().splitlines()[-1])
+        print(json.dumps(errors))
+    """)
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with tempfile.TemporaryDirectory() as scratch:
+        with open(os.path.join(scratch, "reader_kernel.py"), "w") as f:
+            f.write("import torch\nimport triton\nimport triton.language as tl\n\n\n" + source)
+        env = dict(
+            os.environ,
+            TRITON_INTERPRET="0",
+            TRITON_CACHE_DIR=os.path.join(scratch, "cache"),
+            TRITON_DEFAULT_FP_FUSION="1",  # Triton 3.9's default, without its warning
+            PYTHONPATH=os.pathsep.join([scratch, package, os.environ.get("PYTHONPATH", "")]),
+        )
+        result = subprocess.run(
+            [sys.executable, "-c", driver, json.dumps([kernel.fn.__name__, spec])],
+            capture_output=True, text=True, env=env, cwd=scratch, timeout=timeout,
+        )
+    if result.returncode != 0:
+        raise RuntimeError(f"the compiling process failed:\n{result.stderr[-3000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 # ---- Checks ----------------------------------------------------------------
@@ -453,6 +580,36 @@ def _check_grad_output(grad_output, anchor, reduction) -> None:
         )
 
 
+def distance_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype the kernels sum in, and keep the distances in."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _check_distances(distances, anchor) -> None:
+    # The backward's distances: those the forward returned, which the kernel
+    # reads as two numbers per row, one row after another.
+    batch, expected = anchor.shape[0], distance_dtype(anchor.dtype)
+    if tuple(distances.shape) != (batch, 2):
+        raise ValueError(
+            f"distances must have shape ({batch}, 2), one (d_ap, d_an) pair per "
+            f"row, got {tuple(distances.shape)}"
+        )
+    if distances.dtype != expected:
+        raise TypeError(
+            f"distances must be {expected} for {anchor.dtype} inputs (the "
+            f"accumulation dtype), got {distances.dtype}"
+        )
+    if distances.device != anchor.device:
+        raise ValueError(
+            f"distances must be on the device of anchor ({anchor.device}), "
+            f"got {distances.device}"
+        )
+    if not distances.is_contiguous():
+        raise ValueError(
+            f"distances must be contiguous, got strides {distances.stride()}"
+        )
+
+
 def _layout(anchor, positive, negative) -> tuple[int, ...]:
     # Row and column strides of each input, in elements: views are read in
     # place (stride 0 for an expanded input), never copied.
@@ -506,12 +663,16 @@ def _triplet_forward(
     t2: float,
     beta: float,
     reduction: str,
-) -> Tensor:
+) -> tuple[Tensor, Tensor]:
     _check_inputs(anchor, positive, negative, reduction)
     if INTERPRETED and _is_fake(anchor):
         raise RuntimeError(COMPILE_NEEDS_GPU)
     batch, dim = anchor.shape
     per_row = torch.empty(batch, dtype=anchor.dtype, device=anchor.device)
+    # Each row's (d_ap, d_an), for the backward: 2 numbers per row.
+    distances = torch.empty(
+        (batch, 2), dtype=distance_dtype(anchor.dtype), device=anchor.device
+    )
     if batch > 0:  # a grid of zero programs is not a launch
         kernel = _forward_kernel if INTERPRETED else _forward_tuned
         wrap_triton(kernel)[(batch,)](
@@ -519,6 +680,7 @@ def _triplet_forward(
             positive,
             negative,
             per_row,
+            distances,
             dim,
             *_layout(anchor, positive, negative),
             **_hyperparameters(t1, t2, beta),
@@ -529,8 +691,10 @@ def _triplet_forward(
     # Reduced with torch, as the C++ operator does: deterministic, and the
     # same summation as the reference's.
     if reduction == "none":
-        return per_row
-    return per_row.sum() if reduction == "sum" else per_row.mean()
+        loss = per_row
+    else:
+        loss = per_row.sum() if reduction == "sum" else per_row.mean()
+    return loss, distances
 
 
 def _triplet_backward(
@@ -538,6 +702,7 @@ def _triplet_backward(
     anchor: Tensor,
     positive: Tensor,
     negative: Tensor,
+    distances: Tensor,
     t1: float,
     t2: float,
     beta: float,
@@ -545,6 +710,7 @@ def _triplet_backward(
 ) -> tuple[Tensor, Tensor, Tensor]:
     _check_inputs(anchor, positive, negative, reduction)
     _check_grad_output(grad_output, anchor, reduction)
+    _check_distances(distances, anchor)
     if INTERPRETED and _is_fake(anchor):
         raise RuntimeError(COMPILE_NEEDS_GPU)
     batch, dim = anchor.shape
@@ -563,6 +729,7 @@ def _triplet_backward(
             anchor,
             positive,
             negative,
+            distances,
             *grads,
             dim,
             *_layout(anchor, positive, negative),
@@ -594,24 +761,33 @@ if INTERPRETED:
     @_triplet_op.register_fake
     def _(anchor, positive, negative, t1, t2, beta, reduction):
         _check_inputs(anchor, positive, negative, reduction)
-        if reduction == "none":
-            return anchor.new_empty(anchor.shape[0])
-        return anchor.new_empty(())
+        batch = anchor.shape[0]
+        loss = anchor.new_empty(batch) if reduction == "none" else anchor.new_empty(())
+        return loss, anchor.new_empty((batch, 2), dtype=distance_dtype(anchor.dtype))
 
     @_triplet_backward_op.register_fake
-    def _(grad_output, anchor, positive, negative, t1, t2, beta, reduction):
+    def _(grad_output, anchor, positive, negative, distances, t1, t2, beta, reduction):
         _check_inputs(anchor, positive, negative, reduction)
         _check_grad_output(grad_output, anchor, reduction)
+        _check_distances(distances, anchor)
         return tuple(anchor.new_empty(anchor.shape) for _ in range(3))
 
 
 def _setup_context(ctx, inputs, output):
     anchor, positive, negative, t1, t2, beta, reduction = inputs
-    ctx.save_for_backward(anchor, positive, negative)
+    _, distances = output
+    # The distances are a by-product, not a function to differentiate; and
+    # without materialised gradients autograd passes None for theirs instead
+    # of a (B, 2) tensor of zeros.
+    ctx.mark_non_differentiable(distances)
+    ctx.set_materialize_grads(False)
+    ctx.save_for_backward(anchor, positive, negative, distances)
     ctx.settings = (t1, t2, beta, reduction)
 
 
-def _backward(ctx, grad_output):
+def _backward(ctx, grad_output, _grad_distances):
+    if grad_output is None:  # the loss itself was not used (see above)
+        return (None,) * 7
     grads = _triplet_backward_op(grad_output, *ctx.saved_tensors, *ctx.settings)
     needed = ctx.needs_input_grad
     return (
@@ -644,12 +820,16 @@ def triplet_hinge_loss(
     """The triplet hinge loss, computed by the Triton kernels.
 
     Same arguments and results as `reference_triplet_hinge_loss`; the
-    hyper-parameters are checked here, the tensors by the operator.
+    hyper-parameters are checked here, the tensors by the operator. The
+    operator returns the loss and each row's two squared distances, (B, 2)
+    in the accumulation dtype, which it saves for its backward; this
+    function returns the loss.
     """
     t1, t2, beta, reduction = check_hyperparameters(t1, t2, beta, reduction)
-    return triplet_hinge_loss_op(
+    loss, _distances = triplet_hinge_loss_op(
         anchor, positive, negative, t1, t2, beta, reduction
     )
+    return loss
 
 
 class TritonTripletHingeLoss(TripletHingeLoss):

@@ -293,6 +293,71 @@ WRONG_ANSWERS = {
             AssertionError,
             r"wrong on rows of 100 columns: does the loop cover the whole row\?",
         ),
+        (
+            "program 0 loops over every row, counting them with tl.num_programs (review turn 4, finding 7)",
+            "@triton.jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    if tl.program_id(0) == 0:\n"
+            "        for r in range(0, tl.num_programs(0)):\n"
+            "            row = tl.full([], r, tl.int64)\n"
+            "            total = tl.zeros([BLOCK], dtype=tl.float32)\n"
+            "            for start in range(0, dim, BLOCK):\n"
+            "                cols = start + tl.arange(0, BLOCK)\n"
+            "                mask = cols < dim\n"
+            "                cols = cols.to(tl.int64)\n"
+            "                x = tl.load(x_ptr + row * row_stride + cols * col_stride, mask=mask, other=0.0)\n"
+            "                x = x.to(tl.float32)\n"
+            "                total += x * x\n"
+            "            tl.store(out_ptr + row, tl.sum(total, axis=0))\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
+            "    return out\n",
+            AssertionError,
+            r"squared_norms_kernel calls tl\.num_programs: each program sums its own row",
+        ),
+        (
+            "every program sums every row (B-fold redundant work, the same stores) (review turn 4, finding 7)",
+            "@triton.jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    for r in range(0, tl.num_programs(0)):\n"
+            "        row = tl.full([], r, tl.int64)\n"
+            "        total = tl.zeros([BLOCK], dtype=tl.float32)\n"
+            "        for start in range(0, dim, BLOCK):\n"
+            "            cols = start + tl.arange(0, BLOCK)\n"
+            "            mask = cols < dim\n"
+            "            cols = cols.to(tl.int64)\n"
+            "            x = tl.load(x_ptr + row * row_stride + cols * col_stride, mask=mask, other=0.0)\n"
+            "            total += x.to(tl.float32) * x.to(tl.float32)\n"
+            "        tl.store(out_ptr + row, tl.sum(total, axis=0))\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
+            "    return out\n",
+            AssertionError,
+            r"squared_norms_kernel calls tl\.num_programs",
+        ),
+        (
+            "a 2-D grid (B, cdiv(D, 16)), one block per program, tl.atomic_add into zeros (review turn 4, finding 7)",
+            "@triton.jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    row = tl.program_id(0).to(tl.int64)\n"
+            "    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)\n"
+            "    mask = cols < dim\n"
+            "    x = tl.load(x_ptr + row * row_stride + cols.to(tl.int64) * col_stride, mask=mask, other=0.0)\n"
+            "    x = x.to(tl.float32)\n"
+            "    tl.atomic_add(out_ptr + row, tl.sum(x * x, axis=0))\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    out = torch.zeros(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    grid = (x.shape[0], triton.cdiv(x.shape[1], 16))\n"
+            "    squared_norms_kernel[grid](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
+            "    return out\n",
+            AssertionError,
+            r"launched on a grid of \(4, 7, 1\) programs for 4 rows: launch one program per row",
+        ),
     ],
     2: [
         (
@@ -324,6 +389,94 @@ WRONG_ANSWERS = {
             "def idle_lanes(dim, block):\n    return block - dim % block if dim > block else block - dim\n",
             AssertionError,
             r"128 columns in blocks of 64: .* got 64 \(a full last block has no idle lanes",
+        ),
+    ],
+}
+
+
+# Right answers the check must accept besides the official solution: the grid written as a
+# function of the launch's arguments, as Triton's tutorials write it, and as (B, 1).
+_SOLUTION_KERNEL = (
+    "@triton.jit\n"
+    "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+    "    row = tl.program_id(0).to(tl.int64)\n"
+    "    total = tl.zeros([BLOCK], dtype=tl.float32)\n"
+    "    for start in range(0, dim, BLOCK):\n"
+    "        cols = start + tl.arange(0, BLOCK)\n"
+    "        mask = cols < dim\n"
+    "        x = tl.load(x_ptr + row * row_stride + cols.to(tl.int64) * col_stride, mask=mask, other=0.0)\n"
+    "        total += x.to(tl.float32) * x.to(tl.float32)\n"
+    "    tl.store(out_ptr + row, tl.sum(total, axis=0))\n"
+    "\n"
+)
+RIGHT_ANSWERS = {
+    1: [
+        (
+            "the grid as a function of the launch's arguments (lambda meta: (B,))",
+            _SOLUTION_KERNEL
+            + "def squared_norms(x):\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[lambda meta: (x.shape[0],)](\n"
+            "        x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16\n"
+            "    )\n"
+            "    return out\n",
+        ),
+        (
+            "the grid as (B, 1)",
+            _SOLUTION_KERNEL
+            + "def squared_norms(x):\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0], 1)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
+            "    return out\n",
+        ),
+    ],
+}
+
+# Wrong answers that Triton's interpreter runs correctly and only its compiler rejects: the
+# check compiles the kernel for a GPU, which needs the kernel's source. tests/test_exercises.py
+# runs answers with exec() of a string, which keeps none (the check then says so and skips the
+# compile), so tests/test_triton.py runs these with their source registered, as a notebook cell's is.
+WRONG_ANSWERS_FOR_THE_COMPILER = {
+    1: [
+        (
+            "the sum started in the input's dtype, re-assigned in float32 (review turn 4, findings 3 and 6)",
+            "@triton.jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    row = tl.program_id(0).to(tl.int64)\n"
+            "    total = tl.zeros([BLOCK], dtype=x_ptr.dtype.element_ty)\n"
+            "    for start in range(0, dim, BLOCK):\n"
+            "        cols = start + tl.arange(0, BLOCK)\n"
+            "        x = tl.load(x_ptr + row * row_stride + cols.to(tl.int64) * col_stride, mask=cols < dim,\n"
+            "                    other=0.0).to(tl.float32)\n"
+            "        total += x * x\n"
+            "    tl.store(out_ptr + row, tl.sum(total, axis=0))\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
+            "    return out\n",
+            AssertionError,
+            r"Triton's compiler rejects it for float16 rows: .*Loop-carried variable total",
+        ),
+        (
+            "tl.static_range(0, dim, BLOCK) with dim known only at run time (review turn 4, finding 3)",
+            "@triton.jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    row = tl.program_id(0).to(tl.int64)\n"
+            "    total = tl.zeros([BLOCK], dtype=tl.float32)\n"
+            "    for start in tl.static_range(0, dim, BLOCK):\n"
+            "        cols = start + tl.arange(0, BLOCK)\n"
+            "        x = tl.load(x_ptr + row * row_stride + cols.to(tl.int64) * col_stride, mask=cols < dim,\n"
+            "                    other=0.0).to(tl.float32)\n"
+            "        total += x * x\n"
+            "    tl.store(out_ptr + row, tl.sum(total, axis=0))\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
+            "    return out\n",
+            AssertionError,
+            r"Triton's compiler rejects it for float16 rows: .*static_range",
         ),
     ],
 }
