@@ -15,13 +15,15 @@
 #                  in .venv, needs nvcc): Colab's CPU runtime simulated, chapter 5 runs there,
 #                  kernels registered, SASS/PTX per architecture listed, the JIT build too
 #   make emulate   run the CUDA kernels' own sources on the CPU in the SIMT emulator, in every build mode
-#                  (fast; memory: AddressSanitizer + UBSan; races: ThreadSanitizer); fails on any report
+#                  (fast; memory: AddressSanitizer + UBSan; races: ThreadSanitizer); fails on any report;
+#                  EMULATE_FLAGS=--modes=memory,races for some modes only
 #   make gpu-report  on a machine with an NVIDIA GPU: the GPU tests, compute-sanitizer, Nsight Compute's
 #                  bytes and the benchmark sweep, recorded in notebooks/data/gpu/ (JSON and Markdown); with
 #                  the Python in GPU_PYTHON (default: .venv's if there is one, else python3), no .venv
 #                  needed, the operators built by load_jit. Without a GPU it writes a record saying so
 #                  to _build/gpu-report/. GPU_REPORT_FLAGS="--budget 300 --quick" and so on.
-#   make test-oldest  the tests, and every notebook with --nbval-lax (errors, not outputs), on the
+#   make test-oldest  every notebook with --nbval-lax (errors, not outputs), and the tests whose
+#                  subject depends on torch's version (not those marked same_on_every_torch), on the
 #                  oldest supported torch ($(OLDEST_TORCH), CPU build) in .venv-oldest, from a copy of
 #                  the working tree in .oldest/ (its extensions are built against that torch)
 #
@@ -72,7 +74,7 @@ gpu-report:
 	PYTHONPATH=extensions$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) -m extending_pytorch.gpu_report $(GPU_REPORT_FLAGS)
 
 emulate: $(NATIVE_STAMP)
-	$(BIN)/python tools/emulate.py
+	$(BIN)/python tools/emulate.py $(EMULATE_FLAGS)
 
 build: $(NATIVE_STAMP)
 
@@ -113,7 +115,7 @@ test-oldest: $(OLDEST_STAMP) | check-compiler
 	  git -c user.name=ci -c user.email=ci@localhost commit --quiet -m "working tree"
 	cd $(OLDEST_TREE) && ../$(OLDEST_VENV)/bin/python -m pip install --quiet --no-build-isolation -e extensions
 	cd $(OLDEST_TREE) && EXTENDING_PYTORCH_EMULATOR_MODES=fast ../$(OLDEST_VENV)/bin/python -m pytest --nbval-lax --nbval-current-env \
-	  --ignore-glob='notebooks/_*' -p no:cacheprovider notebooks tests
+	  --ignore-glob='notebooks/_*' -p no:cacheprovider -m "not same_on_every_torch" notebooks tests
 
 .venv-oldest: $(OLDEST_STAMP)
 

@@ -19,6 +19,18 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 
 
+# `make test-oldest` runs the notebooks and tests/ again on the oldest torch the book supports, on
+# the same two cores as `make test` in CI. Tests whose subject is the same on every torch (the
+# book's files, the exercise checks' verdicts on wrong answers, the emulator's own C++) are marked
+# so, and it leaves them out (-m "not same_on_every_torch"); `make test` runs everything.
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "same_on_every_torch: what this tests does not depend on torch's version; "
+        "make test-oldest leaves it out",
+    )
+
+
 def load_tool(name: str):
     """A script of tools/ as a module (tools/ is not a package)."""
     spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "tools" / f"{name}.py")

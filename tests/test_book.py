@@ -28,6 +28,9 @@ from conftest import (
     load_tool,
 )
 
+# The book's files: the same on every torch.
+pytestmark = pytest.mark.same_on_every_torch
+
 CHAPTERS = chapter_notebooks()
 CHAPTER_IDS = [p.stem for p in CHAPTERS]
 

@@ -9,6 +9,9 @@ import pytest
 
 from conftest import load_tool
 
+# The browser check of the site: the same on every torch.
+pytestmark = pytest.mark.same_on_every_torch
+
 check_site = load_tool("check_site")
 
 HAS_BROWSER = any(shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome"))

@@ -5,7 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 
+import pytest
+
 from conftest import REPO_ROOT
+
+# The Makefile: the same on every torch.
+pytestmark = pytest.mark.same_on_every_torch
 
 
 def run_make(

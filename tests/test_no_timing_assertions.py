@@ -16,6 +16,9 @@ import pytest
 
 from conftest import REPO_ROOT, cell_source, chapter_notebooks, load_notebook
 
+# The book's files: the same on every torch.
+pytestmark = pytest.mark.same_on_every_torch
+
 # Words that name a time or a rate measured from one, as whole words of an
 # identifier (per_program_seconds, kernel.median, result["elapsed"]).
 TIMING_WORDS = {
