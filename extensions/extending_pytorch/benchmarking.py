@@ -12,9 +12,14 @@ _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 
 
-# glibc's initial thresholds: blocks above 128 KiB are mapped fresh, and
-# the heap is trimmed when 128 KiB at its top are free.
+# glibc's initial thresholds (`man 3 mallopt`), the same for both: a block of
+# 128 KiB or more is mapped fresh (M_MMAP_THRESHOLD), and free() shrinks the
+# heap when 128 KiB or more at its top are free (M_TRIM_THRESHOLD). glibc
+# adjusts both as the process runs, unless either is set.
 GLIBC_DEFAULT_THRESHOLD = 128 * 1024
+# What a trimmed heap keeps free at its top, and grows by beyond a request
+# when it needs more (M_TOP_PAD, 128 KiB by default).
+GLIBC_TOP_PAD = 128 * 1024
 
 
 def _set_malloc_thresholds(mmap_bytes: int, trim_bytes: int) -> bool:
@@ -32,17 +37,21 @@ def _set_malloc_thresholds(mmap_bytes: int, trim_bytes: int) -> bool:
 
 
 def keep_freed_memory(limit_bytes: int = 1 << 30) -> bool:
-    """Let glibc's malloc keep freed blocks instead of unmapping them.
+    """Let glibc's malloc keep freed blocks instead of handing them back.
 
-    glibc starts by serving each allocation above 128 KiB (a tensor of a few
-    MiB) with a fresh mmap and unmapping it on free, so every new tensor of
-    that size page-faults on first touch. It raises that threshold (up to
-    32 MiB) after a large block is freed, which usually ends the cost, but
-    not always: it
+    glibc starts by serving each allocation of 128 KiB or more (a tensor of a
+    few MiB) with a fresh mmap and unmapping it on free, so every new tensor
+    of that size page-faults on first touch. After such a block is freed it
+    raises that mmap threshold to the block's size (up to 32 MiB) and its trim
+    threshold to twice that, so tensors of that size come from the heap. But
+    free() still shrinks the heap whenever the free space at its top reaches
+    the trim threshold, as when a loop frees its two largest temporaries there,
+    and then every call faults their pages in again: whether that happens
     depends on the history and memory layout of the process. In a loop of
     tensor ops the faults can cost more than the ops themselves. Setting the
-    mmap and trim thresholds to `limit_bytes` makes freed memory reusable in
-    every process, as a caching allocator would.
+    mmap threshold to `limit_bytes` and the trim threshold to twice that
+    makes freed memory reusable in every process, as a caching allocator
+    would (setting them also switches glibc's own adjustment off).
 
     Returns True when the setting was applied (Linux with glibc), else False.
     """
@@ -61,10 +70,13 @@ def keep_freed_memory(limit_bytes: int = 1 << 30) -> bool:
 def return_freed_memory() -> bool:
     """Pin glibc's malloc at its initial thresholds (the opposite setting).
 
-    Blocks above 128 KiB are then always mapped fresh and unmapped on free,
-    without the adjustment that `keep_freed_memory` describes: what a process
-    pays when that adjustment does not happen. The allocator appendix uses it
-    to show the cost on every run. Returns True when applied (Linux, glibc).
+    Blocks of 128 KiB or more are then always mapped fresh and unmapped on
+    free: setting the thresholds switches off the adjustment that
+    `keep_freed_memory` describes, so no block ever moves to the heap. This
+    is the worst case, the same in every process, where glibc's default
+    state pays about as much or nothing, depending on the process. The
+    allocator appendix uses it to show the cost on every run. Returns True
+    when applied (Linux, glibc).
     """
     return _set_malloc_thresholds(
         GLIBC_DEFAULT_THRESHOLD, GLIBC_DEFAULT_THRESHOLD

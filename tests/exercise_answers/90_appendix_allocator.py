@@ -1,6 +1,8 @@
-"""Plausible wrong answers to the exercises of notebooks/90_appendix_allocator.ipynb, each with the error its check must raise.
+"""Plausible wrong answers to the exercises of notebooks/90_appendix_allocator.ipynb, each with the error its check must raise,
+and right answers other than the solution, which its check must accept.
 
-exercise number -> [(what is wrong, source defining the answer's name, exception, message regex)]
+WRONG_ANSWERS: exercise number -> [(what is wrong, source defining the answer's name, exception, message regex)]
+RIGHT_ANSWERS: exercise number -> [(what it does differently, source defining the answer's name)]
 """
 
 from __future__ import annotations
@@ -11,25 +13,50 @@ WRONG_ANSWERS = {
             "counts elements instead of bytes",
             "def pages(tensor):\n    return -(-tensor.numel() // 4096)\n",
             AssertionError,
-            r"expected 2048 pages, got 512",
+            r"1025 torch\.float32 \(4100 B\): pages\(\) returned 1, the solution 2",
         ),
         (
             "rounds down: a partly filled last page is not counted",
             "def pages(tensor):\n    return tensor.numel() * tensor.element_size() // 4096\n",
             AssertionError,
-            r"1000x3 torch.float32: expected 3 pages, got 2",
+            r"1 torch\.uint8 \(1 B\): pages\(\) returned 0, the solution 1",
         ),
         (
             "assumes 4 bytes an element, whatever the dtype",
             "def pages(tensor):\n    return -(-tensor.numel() * 4 // 4096)\n",
             AssertionError,
-            r"4096x512 torch.float64: expected 4096 pages, got 2048",
+            r"4096 torch\.uint8 \(4096 B\): pages\(\) returned 4, the solution 1",
         ),
         (
             "rounds up by adding one page, even when the bytes fill the pages exactly",
             "def pages(tensor):\n    return tensor.nbytes // 4096 + 1\n",
             AssertionError,
-            r"4096x512 torch.float32: expected 2048 pages, got 2049",
+            r"4096 torch\.uint8 \(4096 B\): pages\(\) returned 2, the solution 1",
+        ),
+        (
+            "rounds to the nearest page, at least one (passed the old check: 5,000 bytes gave 1 page)",
+            "def pages(tensor):\n    return max(1, round(tensor.nbytes / 4096))\n",
+            AssertionError,
+            r"4097 torch\.uint8 \(4097 B\): pages\(\) returned 1, the solution 2",
+        ),
+        (
+            "counts at least one page, even for an empty tensor",
+            "import math\n\n\ndef pages(tensor):\n    return max(1, math.ceil(tensor.nbytes / 4096))\n",
+            AssertionError,
+            r"0 torch\.float32 \(0 B\): pages\(\) returned 1, the solution 0",
+        ),
+    ],
+}
+
+RIGHT_ANSWERS = {
+    1: [
+        (
+            "math.ceil of the bytes over the page size",
+            "import math\n\n\ndef pages(tensor):\n    return math.ceil(tensor.nbytes / 4096)\n",
+        ),
+        (
+            "adds a page less one byte, then divides",
+            "def pages(tensor):\n    return (tensor.nbytes + 4095) // 4096\n",
         ),
     ],
 }
