@@ -1,8 +1,10 @@
 """Chapter 7: the stable-ABI operator, shipped as a wheel and installed elsewhere.
 
-The wheel is built once per session from extensions/stable with the torch of
-this environment (`pip wheel --no-build-isolation`), into
-extensions/stable/build/ (ignored by git), and the same file is installed
+The wheel is built once per session from a copy of extensions/stable and
+extensions/csrc with the torch of this environment (`pip wheel
+--no-build-isolation`), or taken from extensions/stable/wheel_cache.py's
+cache (extensions/stable/build/, ignored by git) when chapter 7 has just
+built it from the same sources with the same tools, and the same file is installed
 into a fresh virtual environment per torch of TORCH_ENVIRONMENTS: this
 environment's torch, and the oldest torch the book supports (.venv-oldest,
 `make .venv-oldest`). Each fresh environment must see the wheel and its torch,
@@ -43,7 +45,7 @@ from extending_pytorch.reference import reference_triplet_hinge_loss
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 STABLE = ROOT / "extensions" / "stable"
-DIST = STABLE / "build" / "dist"
+CSRC = ROOT / "extensions" / "csrc"
 # The torch environments the wheel is installed next to: this one (whose
 # torch builds the wheel) and the oldest torch the book supports.
 TORCH_ENVIRONMENTS = {
@@ -63,32 +65,55 @@ TOLERANCE = {
 }
 
 
-def load_setup():
-    """extensions/stable/setup.py as a module, without running setup()."""
-    spec = importlib.util.spec_from_file_location("stable_setup", STABLE / "setup.py")
+def load_module(path: pathlib.Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def load_setup():
+    """extensions/stable/setup.py as a module, without running setup()."""
+    return load_module(STABLE / "setup.py", "stable_setup")
+
+
+wheel_cache = load_module(STABLE / "wheel_cache.py", "stable_wheel_cache")
+
+
+def copy_sources(target: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
+    """extensions/stable and extensions/csrc copied under target, as chapter 7
+    copies them: a clean build (no stale objects of an earlier one), and the
+    cache key computed over exactly the files compiled."""
+    stable = target / "stable"
+    shutil.copytree(STABLE, stable, ignore=shutil.ignore_patterns("build", "*.egg-info"))
+    shutil.copytree(CSRC, target / "csrc")
+    return stable, target / "csrc"
 
 
 # ---- The wheel --------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
-def wheel() -> pathlib.Path:
-    # A clean build: stale objects in build/ would hide a change of flags.
-    # Where torch has CUDA and nvcc is found, the wheel gets the CUDA kernels
-    # for setup.py's default GPU list (one small .cu file: about 20 s of CPU
-    # in all, 9 s without CUDA).
-    shutil.rmtree(STABLE / "build", ignore_errors=True)
+def wheel(tmp_path_factory) -> pathlib.Path:
+    # `make test` runs chapter 7 first, which builds this wheel from the same
+    # sources and stores it (wheel_cache.py): then there is nothing to build.
+    # Otherwise: where torch has CUDA and nvcc is found, the wheel gets the
+    # CUDA kernels for setup.py's default GPU list (one small .cu file: about
+    # 20 s of CPU in all, 9 s without CUDA).
+    stable, csrc = copy_sources(tmp_path_factory.mktemp("stable-sources"))
+    key = wheel_cache.key(stable, csrc)
+    found = wheel_cache.cached(key)
+    if found is not None:
+        return found
+    dist = tmp_path_factory.mktemp("dist")
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-build-isolation",
-         "--no-deps", "--wheel-dir", str(DIST), str(STABLE)],
+         "--no-deps", "--wheel-dir", str(dist), str(stable)],
         check=True,
         cwd=ROOT,
     )
-    (built,) = DIST.glob("*.whl")
-    return built
+    (built,) = dist.glob("*.whl")
+    return wheel_cache.store(built, key)
 
 
 def expect_cuda_kernels() -> bool:
@@ -105,6 +130,9 @@ def test_wheel_is_abi3_and_one_per_platform(wheel):
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
     assert "extending_pytorch_stable/_C.abi3.so" in names, names
+    # Only the package and its metadata: not setup.py, not wheel_cache.py.
+    assert all(n.startswith(("extending_pytorch_stable/", "extending_pytorch_stable-"))
+               for n in names), names
 
 
 @pytest.fixture(scope="module")
@@ -146,6 +174,63 @@ def test_library_loads_without_cuda_libraries(library):
     assert "libc10.so" in needed, needed
     forbidden = [n for n in needed if re.match(r"lib(cudart|c10_cuda|torch_cuda|torch_python)", n)]
     assert forbidden == [], needed
+
+
+# ---- The wheel cache: never stale ------------------------------------------------
+
+
+def test_wheel_cache_key_changes_with_every_input_of_the_build(tmp_path, monkeypatch):
+    # Catches a key that misses an input of the build: then the test would
+    # install a wheel built from other sources (or for another GPU list, or
+    # without the CUDA kernels) and pass or fail for the wrong code. One byte
+    # changed in each kind of source, a new header, each setting of the
+    # build, each changes the key; the build's own outputs in the package
+    # directory (build/, *.egg-info, bytecode) do not.
+    stable, csrc = copy_sources(tmp_path)
+    base = wheel_cache.key(stable, csrc)
+    assert wheel_cache.key(*copy_sources(tmp_path / "again")) == base  # not the paths: the bytes
+    edited = [
+        csrc / "stable" / "triplet_stable.cpp",
+        csrc / "stable" / "triplet_stable_checks.h",
+        csrc / "cuda" / "triplet.cu",
+        csrc / "triplet_math.h",
+        stable / "setup.py",
+        stable / "pyproject.toml",
+        stable / "extending_pytorch_stable" / "ops.py",
+    ]
+    for path in edited:
+        original = path.read_bytes()
+        flipped = original[:100] + bytes([original[100] ^ 1]) + original[101:]
+        path.write_bytes(flipped)
+        assert wheel_cache.key(stable, csrc) != base, path.relative_to(tmp_path)
+        path.write_bytes(original)
+    assert wheel_cache.key(stable, csrc) == base
+    (csrc / "new_header.h").write_text("// new\n")
+    assert wheel_cache.key(stable, csrc) != base
+    (csrc / "new_header.h").unlink()
+    for name, value in [("TORCH_CUDA_ARCH_LIST", "8.0"), ("EXTENDING_PYTORCH_STABLE_CUDA", "0"),
+                        ("CXXFLAGS", "-O0")]:
+        monkeypatch.setenv(name, value)
+        assert wheel_cache.key(stable, csrc) != base, name
+        monkeypatch.delenv(name)
+    for output in ("build/temp/x.o", "extending_pytorch_stable.egg-info/PKG-INFO",
+                   "extending_pytorch_stable/__pycache__/ops.cpython-311.pyc"):
+        (stable / output).parent.mkdir(parents=True, exist_ok=True)
+        (stable / output).write_bytes(b"\0")
+    assert wheel_cache.key(stable, csrc) == base
+
+
+def test_wheel_cache_returns_what_was_stored_under_the_key(tmp_path):
+    # Catches a cache that answers for a key it never stored, or stores a
+    # wheel under another name.
+    wheel_file = tmp_path / "extending_pytorch_stable-0.1.0-cp310-abi3-linux_x86_64.whl"
+    wheel_file.write_bytes(b"wheel")
+    cache = tmp_path / "cache"
+    assert wheel_cache.cached("a" * 64, cache) is None
+    stored = wheel_cache.store(wheel_file, "a" * 64, cache)
+    assert stored.name == wheel_file.name and stored.read_bytes() == b"wheel"
+    assert wheel_cache.cached("a" * 64, cache) == stored
+    assert wheel_cache.cached("b" * 64, cache) is None
 
 
 # ---- setup.py's choice: CUDA or CPU-only --------------------------------------
@@ -324,14 +409,84 @@ def view(base, kind):
 ops = torch.ops.extending_pytorch_stable
 forward = ops.triplet_hinge_loss.default
 backward = ops.triplet_hinge_loss_backward.default
+forward_d = ops.triplet_hinge_loss_with_distances.default
+backward_d = ops.triplet_hinge_loss_backward_from_distances.default
 cases = torch.load("cases.pt")
 results = []
 for case in cases:
     base = [b.clone().requires_grad_(need) for b, need in zip(case["bases"], case["grad_mask"])]
     inputs = [view(b, kind) for b, kind in zip(base, case["layouts"])]
+    # The package's function (the distances-saving pair), then the plain
+    # operator called itself (its backward recomputes the distances).
     loss = eps.triplet_hinge_loss(*inputs, reduction=case["reduction"], **case["settings"])
     torch.autograd.backward(loss, case["grad_output"])
-    results.append({"loss": loss.detach(), "grads": [b.grad for b in base]})
+    grads = [b.grad for b in base]
+    for b in base:
+        b.grad = None
+    s = case["settings"]
+    plain = forward(*inputs, s["t1"], s["t2"], s["beta"], case["reduction"])
+    torch.autograd.backward(plain, case["grad_output"])
+    results.append({"loss": loss.detach(), "grads": grads, "plain_loss": plain.detach(),
+                    "plain_grads": [b.grad for b in base]})
+
+# Which operators a step calls (the Python dispatch key sees each one, in the
+# forward and in the backward).
+from torch.utils._python_dispatch import TorchDispatchMode
+
+class Calls(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.names = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.namespace == "extending_pytorch_stable":
+            self.names.append(func.__name__)
+        return func(*args, **(kwargs or {}))
+
+def operators_called(step):
+    with Calls() as calls:
+        step()
+    return calls.names
+
+r = [torch.randn(5, 4) for _ in range(3)]
+hyper = dict(t1=-1.0, t2=0.5, beta=0.3)
+def trains():
+    eps.triplet_hinge_loss(r[0].clone().requires_grad_(), r[1], r[2], **hyper).backward()
+def without_grad():
+    with torch.no_grad():
+        eps.triplet_hinge_loss(*(t.clone().requires_grad_() for t in r), **hyper)
+def plain_operator():
+    forward(*(t.clone().requires_grad_() for t in r), -1.0, 0.5, 0.3, "mean").backward()
+routes = {
+    "trains": operators_called(trains),
+    "no_input_requires_grad": operators_called(
+        lambda: eps.triplet_hinge_loss(*r, **hyper)),
+    "no_grad": operators_called(without_grad),
+    "plain_operator": operators_called(plain_operator),
+}
+
+# The backward reads the distances it is given, not the rows: given distances
+# other than the rows' own, its gradients follow the distances. With t1 = -5,
+# t2 = 4: (0, 100) is past no hinge (d_ap - d_an = -100 <= t1, d_ap <= t2), so
+# every gradient is 0; (100, 0) is past both. A backward that recomputed the
+# distances would return the rows' own gradients both times.
+told = []
+devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+generator = torch.Generator().manual_seed(1)
+for device in devices:
+    for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+        rows = [torch.randn(6, 5, generator=generator).to(dtype) for _ in range(3)]
+        on = [t.to(device) for t in rows]
+        loss, distances = forward_d(*on, -5.0, 4.0, 0.5, "sum")
+        g = torch.tensor(1.0, dtype=dtype, device=device)
+        given = {"own": distances}
+        for name, pair in {"none_past": (0.0, 100.0), "both_past": (100.0, 0.0)}.items():
+            given[name] = torch.tensor([pair] * 6, dtype=distances.dtype, device=device)
+        told.append({
+            "device": device, "rows": rows, "distances": distances.cpu(),
+            "grads": {name: [x.cpu() for x in backward_d(g, *on, d, -5.0, 4.0, 0.5, "sum")]
+                      for name, d in given.items()},
+        })
 
 errors = {}
 a = torch.randn(4, 3)
@@ -391,6 +546,35 @@ calls = {
                                                    "sum"),
     "cuda_backward_device": lambda: backward.redispatch(cuda, one, a, a, a, 0.0, 0.0, 1.0,
                                                         "sum"),
+    # The pair that saves the distances, CPU kernels then CUDA kernels.
+    "with_distances_shape": lambda: forward_d(a, a, a[:, :2], 0.0, 0.0, 1.0, "sum"),
+    "distances_shape": lambda: backward_d(one, a, a, a, torch.zeros(4, 3), 0.0, 0.0, 1.0, "sum"),
+    "distances_dtype": lambda: backward_d(one, a, a, a, torch.zeros(4, 2).double(), 0.0, 0.0,
+                                          1.0, "sum"),
+    "distances_half": lambda: backward_d(one.half(), a.half(), a.half(), a.half(),
+                                         torch.zeros(4, 2).half(), 0.0, 0.0, 1.0, "sum"),
+    "distances_device": lambda: backward_d.redispatch(cpu, one, a, a, a,
+                                                      torch.zeros(4, 2, device="meta"),
+                                                      0.0, 0.0, 1.0, "sum"),
+    "distances_grad_rows": lambda: backward_d(torch.ones(3), a, a, a, torch.zeros(4, 2), 0.0,
+                                              0.0, 1.0, "none"),
+    "double_backward_plain": lambda: torch.autograd.grad(
+        torch.autograd.grad(
+            forward(x := a.clone().requires_grad_(), a + 1, a - 1, -1.0, 0.0, 1.0, "mean"),
+            x, create_graph=True)[0].sum(), x),
+    "cuda_with_distances_dim": lambda: forward_d.redispatch(cuda, a, a[0], a, 0.0, 0.0, 1.0,
+                                                            "sum"),
+    "cuda_with_distances_device": lambda: forward_d.redispatch(cuda, a, a, a, 0.0, 0.0, 1.0,
+                                                               "sum"),
+    "cuda_distances_shape": lambda: backward_d.redispatch(cuda, one, a, a, a,
+                                                          torch.zeros(3, 2), 0.0, 0.0, 1.0,
+                                                          "sum"),
+    "cuda_distances_dtype": lambda: backward_d.redispatch(cuda, one, a, a, a,
+                                                          torch.zeros(4, 2).half(), 0.0, 0.0,
+                                                          1.0, "sum"),
+    "cuda_from_distances_device": lambda: backward_d.redispatch(cuda, one, a, a, a,
+                                                                torch.zeros(4, 2), 0.0, 0.0,
+                                                                1.0, "sum"),
 }
 for name, call in calls.items():
     try:
@@ -409,27 +593,40 @@ autocast = {"loss": autocast_loss.dtype,
 # meta tensors, and torch.library.opcheck: schema, autograd registration,
 # fake tensors and an AOT-compiled run against eager, for both fakes.
 empty = torch.empty((), device="meta")
+def shapes(tensors):
+    return [(tuple(t.shape), str(t.dtype)) for t in tensors]
+
+md = m.double()
 fake = {
     "mean": tuple(forward(m, m, m, 0.0, 0.0, 1.0, "mean").shape),
     "none": tuple(forward(m, m, m, 0.0, 0.0, 1.0, "none").shape),
     "backward": [tuple(g.shape) for g in backward(empty, m, m, m, 0.0, 0.0, 1.0, "mean")],
+    "with_distances_mean": shapes(forward_d(m, m, m, 0.0, 0.0, 1.0, "mean")),
+    "with_distances_none_float64": shapes(forward_d(md, md, md, 0.0, 0.0, 1.0, "none")),
+    "from_distances": shapes(backward_d(empty, m, m, m, m[:, :2], 0.0, 0.0, 1.0, "mean")),
 }
 x = [torch.randn(5, 4).requires_grad_(need) for need in (True, True, False)]
 opcheck = {}
+plain_x = [t.detach() for t in x]
 for reduction in ("mean", "none"):
-    try:
-        opcheck[reduction] = torch.library.opcheck(forward, (*x, -1.0, 0.5, 0.3, reduction))
-    except Exception as error:
-        opcheck[reduction] = str(error)
+    saved = forward_d(*plain_x, -1.0, 0.5, 0.3, reduction)[1]
+    g = torch.ones(5) if reduction == "none" else torch.tensor(1.0)
+    for name, op, args in (("plain", forward, x), ("with_distances", forward_d, x),
+                           ("from_distances", backward_d, [g, *plain_x, saved])):
+        try:
+            opcheck[name, reduction] = torch.library.opcheck(op, (*args, -1.0, 0.5, 0.3, reduction))
+        except Exception as error:
+            opcheck[name, reduction] = str(error)
 
 has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
 kernels = {
     f"{op}/{key}": has_kernel(f"extending_pytorch_stable::{op}", key)
-    for op in ("triplet_hinge_loss", "triplet_hinge_loss_backward")
+    for op in ("triplet_hinge_loss", "triplet_hinge_loss_backward",
+               "triplet_hinge_loss_with_distances", "triplet_hinge_loss_backward_from_distances")
     for key in ("CPU", "CUDA", "AutocastCPU", "AutocastCUDA")
 }
 torch.save({"results": results, "errors": errors, "autocast": autocast, "kernels": kernels,
-            "fake": fake, "opcheck": opcheck}, "results.pt")
+            "fake": fake, "opcheck": opcheck, "routes": routes, "told": told}, "results.pt")
 """
 
 
@@ -518,13 +715,19 @@ def test_wheel_matches_the_reference_in_a_fresh_environment(probe):
         assert got["loss"].dtype == dtype, where
         torch.testing.assert_close(got["loss"].double(), loss, **tol, check_dtype=False,
                                    msg=lambda m: f"{where}: loss: {m}")
-        for name, g, e in zip(("anchor", "positive", "negative"), got["grads"], grads):
-            if e is None:
-                assert g is None, f"{where}: {name} wants no gradient, got one"
-                continue
-            assert g is not None, f"{where}: no gradient for {name}"
-            torch.testing.assert_close(g.double(), e, **tol, check_dtype=False,
-                                       msg=lambda m: f"{where}: grad {name}: {m}")
+        # The package's function (saved distances), then the plain operator
+        # (its backward recomputes them).
+        for path in ("", "plain_"):
+            torch.testing.assert_close(got[f"{path}loss"].double(), loss, **tol,
+                                       check_dtype=False,
+                                       msg=lambda m: f"{where}: {path}loss: {m}")
+            for name, g, e in zip(("anchor", "positive", "negative"), got[f"{path}grads"], grads):
+                if e is None:
+                    assert g is None, f"{where}: {name} wants no gradient, got one"
+                    continue
+                assert g is not None, f"{where}: no gradient for {name}"
+                torch.testing.assert_close(g.double(), e, **tol, check_dtype=False,
+                                           msg=lambda m: f"{where}: {path}grad {name}: {m}")
 
 
 def test_wheel_gives_subgradient_zero_at_the_kinks(probe):
@@ -536,7 +739,7 @@ def test_wheel_gives_subgradient_zero_at_the_kinks(probe):
     kinks = [(case, got) for case, got in zip(cases, out["results"]) if case.get("kink")]
     assert {case["bases"][0].dtype for case, _ in kinks} == set(DTYPES)
     for case, got in kinks:
-        for g in got["grads"]:
+        for g in [*got["grads"], *got["plain_grads"]]:
             assert torch.equal(g[0], torch.zeros_like(g[0])), (case["bases"][0].dtype, g)
             assert g[1].abs().sum() > 0, g
             assert torch.equal(g[2], torch.zeros_like(g[2])), g
@@ -590,6 +793,24 @@ def test_wheel_gives_subgradient_zero_at_the_kinks(probe):
         ("cuda_grad_scalar", "grad_output must be a scalar for reduction='mean', got shape [2]"),
         ("cuda_grad_dtype", "grad_output must have the dtype of anchor (Float), got Half"),
         ("cuda_backward_device", "anchor must be a CUDA tensor (this is the CUDA kernel), got cpu"),
+        # The pair that saves the distances: the same checks, and the distances'.
+        ("with_distances_shape", "negative must have the same shape as anchor [4, 3], got [4, 2]"),
+        ("distances_shape", "triplet_hinge_loss_backward_from_distances: distances must have "
+                            "shape (4, 2), got [4, 3]"),
+        ("distances_dtype", "distances must have dtype Float for Float inputs, got Double"),
+        ("distances_half", "distances must have dtype Float for Half inputs, got Half"),
+        ("distances_device", "distances must be on the CPU (this is the CPU kernel), got a "
+                             "device other than CPU and CUDA"),
+        ("distances_grad_rows", "triplet_hinge_loss_backward_from_distances: grad_output must "
+                                "have shape (4,) for reduction='none', got [3]"),
+        ("double_backward_plain", "supports first derivatives only"),
+        ("cuda_with_distances_dim", "positive must be 2-D (batch, dim), got 1-D with shape [3]"),
+        ("cuda_with_distances_device", "anchor must be a CUDA tensor (this is the CUDA kernel), "
+                                       "got cpu"),
+        ("cuda_distances_shape", "distances must have shape (4, 2), got [3, 2]"),
+        ("cuda_distances_dtype", "distances must have dtype Float for Float inputs, got Half"),
+        ("cuda_from_distances_device", "anchor must be a CUDA tensor (this is the CUDA kernel), "
+                                       "got cpu"),
     ],
 )
 def test_wheel_refuses_bad_input_clearly(probe, name, message):
@@ -604,6 +825,73 @@ def test_wheel_refuses_bad_input_clearly(probe, name, message):
     assert message in out["errors"][name]
 
 
+def test_wheel_trains_through_the_operator_that_saves_distances(probe):
+    # Catches the package's function still training through the plain pair
+    # (its backward reads every row a second time, 12N on a GPU instead of
+    # 9N), and a function that saves distances where no backward can follow
+    # (memory and a write for nothing). The plain operator, called itself,
+    # keeps its own backward.
+    _, out = probe
+    assert out["routes"] == {
+        "trains": ["triplet_hinge_loss_with_distances.default",
+                   "triplet_hinge_loss_backward_from_distances.default"],
+        "no_input_requires_grad": ["triplet_hinge_loss.default"],
+        "no_grad": ["triplet_hinge_loss.default"],
+        "plain_operator": ["triplet_hinge_loss.default", "triplet_hinge_loss_backward.default"],
+    }
+
+
+def _test_backward_follows_the_given_distances(told):
+    for entry in told:
+        a, p, n = (t.double() for t in entry["rows"])
+        dtype = entry["rows"][0].dtype
+        where = f"{entry['device']}, {dtype}"
+        tol = TOLERANCE.get(dtype, {})
+        # The forward's distances: the rows' own, in float32 (float64 for float64).
+        assert entry["distances"].dtype == (torch.float64 if dtype == torch.float64
+                                            else torch.float32), where
+        own = torch.stack([((a - p) ** 2).sum(1), ((a - n) ** 2).sum(1)], dim=1)
+        torch.testing.assert_close(entry["distances"].double(), own, **tol, check_dtype=False)
+        grads = entry["grads"]
+        # With its own distances, the rows' gradients (beta = 0.5, sum) ...
+        rows = [x.detach().clone().requires_grad_() for x in (a, p, n)]
+        reference_triplet_hinge_loss(*rows, t1=-5.0, t2=4.0, beta=0.5, reduction="sum").backward()
+        for got, row in zip(grads["own"], rows):
+            torch.testing.assert_close(got.double(), row.grad, **tol, check_dtype=False,
+                                       msg=lambda m: f"{where}: own distances: {m}")
+        assert any(g.abs().sum() > 0 for g in grads["own"]), where
+        # ... with distances past no hinge, none at all, exactly ...
+        for got in grads["none_past"]:
+            assert torch.equal(got, torch.zeros_like(got)), where
+        # ... and with distances past both, the gradients of
+        # (d_ap - d_an) + beta * d_ap, whatever the rows' own distances.
+        grad_p = -2 * (1 + 0.5) * (a - p)
+        grad_n = 2 * (a - n)
+        for got, e in zip(grads["both_past"], (-(grad_p + grad_n), grad_p, grad_n)):
+            torch.testing.assert_close(got.double(), e, **tol, check_dtype=False,
+                                       msg=lambda m: f"{where}: distances past both: {m}")
+
+
+def test_wheel_backward_reads_the_saved_distances_cpu(probe):
+    # Catches a backward from distances that recomputes them from the rows
+    # (it would return the rows' own gradients for every given pair): the
+    # proof, on the CPU, that the backward reads each row once. The CUDA
+    # kernels it calls are the ATen operator's (launch_triplet_backward_from_
+    # distances), whose bytes tests/test_traffic.py counts in the emulator.
+    _, out = probe
+    told = [entry for entry in out["told"] if entry["device"] == "cpu"]
+    assert {entry["rows"][0].dtype for entry in told} == set(DTYPES)
+    _test_backward_follows_the_given_distances(told)
+
+
+def test_wheel_backward_reads_the_saved_distances_cuda(probe):
+    _, out = probe
+    told = [entry for entry in out["told"] if entry["device"] == "cuda"]
+    if not told:
+        pytest.skip("no GPU: the CUDA kernels cannot run here")
+    _test_backward_follows_the_given_distances(told)
+
+
 def test_wheel_fakes_give_the_shapes_of_the_kernels(probe):
     # Catches a fake implementation with the wrong output shape (a (B,)
     # loss for a mean, a scalar for reduction='none', gradients not shaped
@@ -612,14 +900,20 @@ def test_wheel_fakes_give_the_shapes_of_the_kernels(probe):
     # real outputs, checks the autograd registration, and runs the operator
     # through AOT compilation.
     _, out = probe
-    assert out["fake"] == {"mean": (), "none": (4,), "backward": [(4, 3)] * 3}
-    for reduction in ("mean", "none"):
-        assert out["opcheck"][reduction] == {
-            "test_schema": "SUCCESS",
-            "test_autograd_registration": "SUCCESS",
-            "test_faketensor": "SUCCESS",
-            "test_aot_dispatch_dynamic": "SUCCESS",
-        }, (reduction, out["opcheck"][reduction])
+    assert out["fake"] == {
+        "mean": (), "none": (4,), "backward": [(4, 3)] * 3,
+        "with_distances_mean": [((), "torch.float32"), ((4, 2), "torch.float32")],
+        "with_distances_none_float64": [((4,), "torch.float64"), ((4, 2), "torch.float64")],
+        "from_distances": [((4, 3), "torch.float32")] * 3,
+    }
+    for op in ("plain", "with_distances", "from_distances"):
+        for reduction in ("mean", "none"):
+            assert out["opcheck"][op, reduction] == {
+                "test_schema": "SUCCESS",
+                "test_autograd_registration": "SUCCESS",
+                "test_faketensor": "SUCCESS",
+                "test_aot_dispatch_dynamic": "SUCCESS",
+            }, (op, reduction, out["opcheck"][op, reduction])
 
 
 def test_wheel_registers_cpu_and_cuda_kernels(probe):
@@ -629,7 +923,8 @@ def test_wheel_registers_cpu_and_cuda_kernels(probe):
     # are registered in both environments, used where a GPU is.
     _, out = probe
     cuda = expect_cuda_kernels()
-    for op in ("triplet_hinge_loss", "triplet_hinge_loss_backward"):
+    for op in ("triplet_hinge_loss", "triplet_hinge_loss_backward",
+               "triplet_hinge_loss_with_distances", "triplet_hinge_loss_backward_from_distances"):
         assert out["kernels"][f"{op}/CPU"] is True
         assert out["kernels"][f"{op}/CUDA"] is cuda, (op, cuda)
 
@@ -641,8 +936,11 @@ def test_wheel_has_autocast_rules_for_cpu_and_cuda(probe):
     # float16 (checked by the registration only: no GPU runs here).
     _, out = probe
     assert out["autocast"] == {"loss": torch.float32, "grad": torch.bfloat16}
-    assert out["kernels"]["triplet_hinge_loss/AutocastCPU"] is True
-    assert out["kernels"]["triplet_hinge_loss/AutocastCUDA"] is True
+    # The loss above trains through the operator saving distances; a forward
+    # without gradients takes the plain one: both have the rules.
+    for op in ("triplet_hinge_loss", "triplet_hinge_loss_with_distances"):
+        assert out["kernels"][f"{op}/AutocastCPU"] is True
+        assert out["kernels"][f"{op}/AutocastCUDA"] is True
 
 
 # ---- TORCH_TARGET_VERSION ---------------------------------------------------------

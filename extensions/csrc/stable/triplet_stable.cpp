@@ -1,5 +1,7 @@
 // The fused triplet hinge loss against the LibTorch stable ABI: the operator
-// extending_pytorch_stable::triplet_hinge_loss (and its backward), built once
+// extending_pytorch_stable::triplet_hinge_loss (and its backward), and the pair
+// that autograd uses, which saves each row's squared distances for the
+// backward (triplet_hinge_loss_with_distances and its backward), built once
 // into an abi3 wheel meant to load on the torch releases from TORCH_TARGET_VERSION
 // on (tests/test_stable_abi.py installs it beside torch 2.13 and 2.15).
 //
@@ -213,11 +215,21 @@ void row_distances(const Rows<scalar_t>& a, const Rows<scalar_t>& p, const Rows<
 }  // namespace
 
 // ---- The kernels ------------------------------------------------------------
+// Two operators and their backwards share two loops. The autograd path of the
+// package (ops.py) takes triplet_hinge_loss_with_distances, whose forward also
+// keeps each row's two squared distances, (batch, 2) in the accumulation type,
+// and triplet_hinge_loss_backward_from_distances, which reads them instead of
+// recomputing them: each input row is read once by the forward and once by
+// the backward, not twice by the backward. The plain pair serves a forward
+// that no backward follows, and callers of the plain operator itself.
 
-Tensor triplet_forward_cpu(const Tensor& anchor, const Tensor& positive,
-                           const Tensor& negative, double t1, double t2, double beta,
-                           std::string_view reduction) {
-  check_inputs(anchor, positive, negative, t1, t2, beta, reduction, Backend::CPU);
+namespace {
+
+// The per-triplet losses, reduced; into `distances` (null: not kept) each
+// row's (d_ap, d_an), at [2 * i] and [2 * i + 1].
+Tensor forward_rows(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
+                    double t1, double t2, double beta, std::string_view reduction,
+                    Tensor* distances) {
   const int64_t batch = anchor.size(0);
   const int64_t dim = anchor.size(1);
   const TripletParams params{t1, t2, beta};
@@ -232,11 +244,16 @@ Tensor triplet_forward_cpu(const Tensor& anchor, const Tensor& positive,
     const Rows<scalar_t> p = rows_of<scalar_t>(positive);
     const Rows<scalar_t> n = rows_of<scalar_t>(negative);
     scalar_t* out = per_triplet.mutable_data_ptr<scalar_t>();
+    acc_t* d = distances != nullptr ? distances->mutable_data_ptr<acc_t>() : nullptr;
     torch::stable::parallel_for(0, batch, grain_size(dim), [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         acc_t d_ap, d_an;
         row_distances<scalar_t, acc_t>(a, p, n, i, dim, contiguous_rows, d_ap, d_an);
         out[i] = static_cast<scalar_t>(extending_pytorch::triplet_loss<acc_t>(d_ap, d_an, params));
+        if (d != nullptr) {
+          d[2 * i] = d_ap;
+          d[2 * i + 1] = d_an;
+        }
       }
     });
     if (!keep_rows) {
@@ -254,10 +271,15 @@ Tensor triplet_forward_cpu(const Tensor& anchor, const Tensor& positive,
   return result;
 }
 
-std::tuple<Tensor, Tensor, Tensor> triplet_backward_cpu(
-    const Tensor& grad_output, const Tensor& anchor, const Tensor& positive,
-    const Tensor& negative, double t1, double t2, double beta, std::string_view reduction) {
-  check_inputs(anchor, positive, negative, t1, t2, beta, reduction, Backend::CPU, &grad_output);
+// The three gradients. With `distances` (a contiguous (batch, 2) tensor in the
+// accumulation type), each row's weights come from its saved distances and
+// the row is read once, for its gradients; without, the row is read twice:
+// once to recompute its distances, once for its gradients.
+std::tuple<Tensor, Tensor, Tensor> backward_rows(const Tensor& grad_output,
+                                                 const Tensor& anchor, const Tensor& positive,
+                                                 const Tensor& negative, double t1, double t2,
+                                                 double beta, std::string_view reduction,
+                                                 const Tensor* distances) {
   const int64_t batch = anchor.size(0);
   const int64_t dim = anchor.size(1);
   const bool per_row = reduction == "none";
@@ -275,6 +297,7 @@ std::tuple<Tensor, Tensor, Tensor> triplet_backward_cpu(
     const Rows<scalar_t> a = rows_of<scalar_t>(anchor);
     const Rows<scalar_t> p = rows_of<scalar_t>(positive);
     const Rows<scalar_t> n = rows_of<scalar_t>(negative);
+    const acc_t* d = distances != nullptr ? distances->const_data_ptr<acc_t>() : nullptr;
     const scalar_t* g_data = g.const_data_ptr<scalar_t>();
     scalar_t* ga = grad_a.mutable_data_ptr<scalar_t>();
     scalar_t* gp = grad_p.mutable_data_ptr<scalar_t>();
@@ -282,7 +305,12 @@ std::tuple<Tensor, Tensor, Tensor> triplet_backward_cpu(
     torch::stable::parallel_for(0, batch, grain_size(dim), [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         acc_t d_ap, d_an;
-        row_distances<scalar_t, acc_t>(a, p, n, i, dim, contiguous_rows, d_ap, d_an);
+        if (d != nullptr) {
+          d_ap = d[2 * i];
+          d_an = d[2 * i + 1];
+        } else {
+          row_distances<scalar_t, acc_t>(a, p, n, i, dim, contiguous_rows, d_ap, d_an);
+        }
         const acc_t g_i =
             static_cast<acc_t>(g_data[per_row ? i : 0]) * static_cast<acc_t>(scale);
         const TripletWeights<acc_t> w =
@@ -302,11 +330,51 @@ std::tuple<Tensor, Tensor, Tensor> triplet_backward_cpu(
   return {grad_a, grad_p, grad_n};
 }
 
+}  // namespace
+
+Tensor triplet_forward_cpu(const Tensor& anchor, const Tensor& positive,
+                           const Tensor& negative, double t1, double t2, double beta,
+                           std::string_view reduction) {
+  check_inputs(anchor, positive, negative, t1, t2, beta, reduction, Backend::CPU);
+  return forward_rows(anchor, positive, negative, t1, t2, beta, reduction, nullptr);
+}
+
+std::tuple<Tensor, Tensor, Tensor> triplet_backward_cpu(
+    const Tensor& grad_output, const Tensor& anchor, const Tensor& positive,
+    const Tensor& negative, double t1, double t2, double beta, std::string_view reduction) {
+  check_inputs(anchor, positive, negative, t1, t2, beta, reduction, Backend::CPU, &grad_output);
+  return backward_rows(grad_output, anchor, positive, negative, t1, t2, beta, reduction,
+                       nullptr);
+}
+
+// The loss and each row's squared distances (d_ap, d_an), (batch, 2) in the
+// accumulation type: float32, and float64 for float64 inputs.
+std::tuple<Tensor, Tensor> triplet_forward_with_distances_cpu(
+    const Tensor& anchor, const Tensor& positive, const Tensor& negative, double t1, double t2,
+    double beta, std::string_view reduction) {
+  check_inputs(anchor, positive, negative, t1, t2, beta, reduction, Backend::CPU);
+  Tensor distances = torch::stable::new_empty(anchor, {anchor.size(0), 2},
+                                              distance_dtype(anchor.scalar_type()));
+  Tensor loss = forward_rows(anchor, positive, negative, t1, t2, beta, reduction, &distances);
+  return {loss, distances};
+}
+
+// The backward, reading the distances the forward saved: one pass over the rows.
+std::tuple<Tensor, Tensor, Tensor> triplet_backward_from_distances_cpu(
+    const Tensor& grad_output, const Tensor& anchor, const Tensor& positive,
+    const Tensor& negative, const Tensor& distances, double t1, double t2, double beta,
+    std::string_view reduction) {
+  check_inputs(anchor, positive, negative, t1, t2, beta, reduction, Backend::CPU, &grad_output,
+               &distances);
+  const Tensor d = torch::stable::contiguous(distances);
+  return backward_rows(grad_output, anchor, positive, negative, t1, t2, beta, reduction, &d);
+}
+
 // ---- Registration -------------------------------------------------------------
-// Same schemas as the ATen operator, in another namespace so that both
-// packages can be loaded in one process. TORCH_BOX turns each typed kernel
-// into the boxed calling convention (a stack of StableIValues) that the stable
-// ABI passes across the library boundary.
+// Same schemas as the ATen operator (without its output_mask), in another
+// namespace so that both packages can be loaded in one process. TORCH_BOX
+// turns each typed kernel into the boxed calling convention (a stack of
+// StableIValues) that the stable ABI passes across the library boundary.
 STABLE_TORCH_LIBRARY(extending_pytorch_stable, m) {
   m.def(
       "triplet_hinge_loss(Tensor anchor, Tensor positive, Tensor negative, "
@@ -315,11 +383,23 @@ STABLE_TORCH_LIBRARY(extending_pytorch_stable, m) {
       "triplet_hinge_loss_backward(Tensor grad_output, Tensor anchor, "
       "Tensor positive, Tensor negative, float t1, float t2, float beta, "
       "str reduction) -> (Tensor, Tensor, Tensor)");
+  // The autograd path: the loss and each row's two squared distances,
+  // (batch, 2), and the backward that reads them instead of the rows.
+  m.def(
+      "triplet_hinge_loss_with_distances(Tensor anchor, Tensor positive, "
+      "Tensor negative, float t1, float t2, float beta, str reduction) -> (Tensor, Tensor)");
+  m.def(
+      "triplet_hinge_loss_backward_from_distances(Tensor grad_output, Tensor anchor, "
+      "Tensor positive, Tensor negative, Tensor distances, float t1, float t2, "
+      "float beta, str reduction) -> (Tensor, Tensor, Tensor)");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(extending_pytorch_stable, CPU, m) {
   m.impl("triplet_hinge_loss", TORCH_BOX(&triplet_forward_cpu));
   m.impl("triplet_hinge_loss_backward", TORCH_BOX(&triplet_backward_cpu));
+  m.impl("triplet_hinge_loss_with_distances", TORCH_BOX(&triplet_forward_with_distances_cpu));
+  m.impl("triplet_hinge_loss_backward_from_distances",
+         TORCH_BOX(&triplet_backward_from_distances_cpu));
 }
 
 }  // namespace extending_pytorch_stable

@@ -87,30 +87,56 @@ inline void check_same_device(const char* op, const char* name, const Tensor& te
 
 // The backward's extra input: one value per row for reduction='none', a
 // single value otherwise, in anchor's dtype (its device: check_inputs).
-inline void check_grad_output(const Tensor& grad_output, const Tensor& anchor,
+inline void check_grad_output(const char* op, const Tensor& grad_output, const Tensor& anchor,
                               std::string_view reduction) {
   const int64_t batch = anchor.size(0);
   if (reduction == "none") {
-    STD_TORCH_CHECK(grad_output.dim() == 1 && grad_output.size(0) == batch,
-                    "triplet_hinge_loss_backward: grad_output must have shape (", batch,
-                    ",) for reduction='none', got ", shape_of(grad_output));
+    STD_TORCH_CHECK(grad_output.dim() == 1 && grad_output.size(0) == batch, op,
+                    ": grad_output must have shape (", batch, ",) for reduction='none', got ",
+                    shape_of(grad_output));
   } else {
-    STD_TORCH_CHECK(grad_output.numel() == 1,
-                    "triplet_hinge_loss_backward: grad_output must be a scalar for "
-                    "reduction='",
-                    std::string(reduction), "', got shape ", shape_of(grad_output));
+    STD_TORCH_CHECK(grad_output.numel() == 1, op,
+                    ": grad_output must be a scalar for reduction='", std::string(reduction),
+                    "', got shape ", shape_of(grad_output));
   }
-  STD_TORCH_CHECK(grad_output.scalar_type() == anchor.scalar_type(),
-                  "triplet_hinge_loss_backward: grad_output must have the dtype of anchor (",
+  STD_TORCH_CHECK(grad_output.scalar_type() == anchor.scalar_type(), op,
+                  ": grad_output must have the dtype of anchor (",
                   torch::headeronly::toString(anchor.scalar_type()), "), got ",
                   torch::headeronly::toString(grad_output.scalar_type()));
 }
 
-// Everything a kernel needs of its arguments; grad_output is null for the
-// forward. The devices are checked last.
+// The dtype of the saved squared distances: the kernels' accumulation type,
+// float32 (also for float16 and bfloat16 inputs) and float64 for float64.
+inline ScalarType distance_dtype(ScalarType input) {
+  return input == ScalarType::Double ? ScalarType::Double : ScalarType::Float;
+}
+
+// The distances the forward saved, as triplet_hinge_loss_backward_from_distances
+// reads them: (batch, 2) in distance_dtype (its device: check_inputs). Any
+// strides: the kernels read a contiguous copy, which for the forward's own
+// output is the tensor itself.
+inline void check_distances(const Tensor& distances, const Tensor& anchor) {
+  STD_TORCH_CHECK(distances.dim() == 2 && distances.size(0) == anchor.size(0) &&
+                      distances.size(1) == 2,
+                  "triplet_hinge_loss_backward_from_distances: distances must have shape (",
+                  anchor.size(0), ", 2), got ", shape_of(distances));
+  const ScalarType expected = distance_dtype(anchor.scalar_type());
+  STD_TORCH_CHECK(distances.scalar_type() == expected,
+                  "triplet_hinge_loss_backward_from_distances: distances must have dtype ",
+                  torch::headeronly::toString(expected), " for ",
+                  torch::headeronly::toString(anchor.scalar_type()), " inputs, got ",
+                  torch::headeronly::toString(distances.scalar_type()));
+}
+
+// Everything a kernel needs of its arguments: grad_output is null for the
+// forwards, distances null but for triplet_hinge_loss_backward_from_distances.
+// The devices are checked last.
 inline void check_inputs(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
                          double t1, double t2, double beta, std::string_view reduction,
-                         Backend backend, const Tensor* grad_output = nullptr) {
+                         Backend backend, const Tensor* grad_output = nullptr,
+                         const Tensor* distances = nullptr) {
+  const char* backward_op = distances != nullptr ? "triplet_hinge_loss_backward_from_distances"
+                                                 : "triplet_hinge_loss_backward";
   const std::pair<const char*, const Tensor*> inputs[] = {
       {"anchor", &anchor}, {"positive", &positive}, {"negative", &negative}};
   for (const auto& [name, tensor] : inputs) {
@@ -138,15 +164,20 @@ inline void check_inputs(const Tensor& anchor, const Tensor& positive, const Ten
                   "triplet_hinge_loss: t1, t2 and beta must be finite, got t1=", t1,
                   ", t2=", t2, ", beta=", beta);
   if (grad_output != nullptr) {
-    check_grad_output(*grad_output, anchor, reduction);
+    check_grad_output(backward_op, *grad_output, anchor, reduction);
+  }
+  if (distances != nullptr) {
+    check_distances(*distances, anchor);
   }
   check_anchor_device(anchor, backend);
   for (const auto& [name, tensor] : {inputs[1], inputs[2]}) {
     check_same_device("triplet_hinge_loss", name, *tensor, anchor, backend);
   }
   if (grad_output != nullptr) {
-    check_same_device("triplet_hinge_loss_backward", "grad_output", *grad_output, anchor,
-                      backend);
+    check_same_device(backward_op, "grad_output", *grad_output, anchor, backend);
+  }
+  if (distances != nullptr) {
+    check_same_device(backward_op, "distances", *distances, anchor, backend);
   }
 }
 

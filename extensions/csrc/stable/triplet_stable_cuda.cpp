@@ -104,6 +104,14 @@ Tensor mean(const Tensor& values) {
   return torch::stable::detail::to<Tensor>(stack[0]);
 }
 
+// The forward's result: the per-triplet losses, or their sum or mean.
+Tensor reduce(const Tensor& per_triplet, std::string_view reduction) {
+  if (reduction == "none") {
+    return per_triplet;
+  }
+  return reduction == "sum" ? torch::stable::sum(per_triplet) : mean(per_triplet);
+}
+
 #define EP_DISPATCH_FLOATING_TYPES(TYPE, NAME, ...)                                \
   THO_DISPATCH_SWITCH(TYPE, NAME,                                                 \
                       THO_DISPATCH_CASE(torch::headeronly::ScalarType::Float,    \
@@ -131,10 +139,7 @@ Tensor triplet_forward_cuda(const Tensor& anchor, const Tensor& positive,
         reinterpret_cast<cuda_t*>(per_triplet.mutable_data_ptr<scalar_t>()), stream);
     check_launch("triplet_hinge_loss");
   });
-  if (reduction == "none") {
-    return per_triplet;
-  }
-  return reduction == "sum" ? torch::stable::sum(per_triplet) : mean(per_triplet);
+  return reduce(per_triplet, reduction);
 }
 
 std::tuple<Tensor, Tensor, Tensor> triplet_backward_cuda(
@@ -168,11 +173,74 @@ std::tuple<Tensor, Tensor, Tensor> triplet_backward_cuda(
   return {grad_a, grad_p, grad_n};
 }
 
+// The autograd path (ops.py): the forward also writes each row's two squared
+// distances, (batch, 2) in the accumulation type, and the backward reads them
+// instead of the rows: a training step reads 3N bytes in the forward and 3N in
+// the backward, and writes 3N (N = batch * dim * element size), not 12N. The
+// same launch functions as the ATen operator's (cuda/triplet_cuda.cpp), whose
+// bytes tests/test_traffic.py counts in the SIMT emulator.
+std::tuple<Tensor, Tensor> triplet_forward_with_distances_cuda(
+    const Tensor& anchor, const Tensor& positive, const Tensor& negative, double t1, double t2,
+    double beta, std::string_view reduction) {
+  check_inputs(anchor, positive, negative, t1, t2, beta, reduction, Backend::CUDA);
+  const torch::stable::accelerator::DeviceGuard guard(anchor.get_device_index());
+  const cudaStream_t stream = current_stream(anchor);
+  Tensor per_triplet = torch::stable::new_empty(anchor, {anchor.size(0)});
+  Tensor distances = torch::stable::new_empty(anchor, {anchor.size(0), 2},
+                                              distance_dtype(anchor.scalar_type()));
+  EP_DISPATCH_FLOATING_TYPES(anchor.scalar_type(), "triplet_forward_with_distances_cuda", [&] {
+    using cuda_t = typename CudaType<scalar_t>::type;
+    using distance_t = typename kernels::DistanceType<cuda_t>::type;
+    kernels::launch_triplet_forward_saving_distances<cuda_t>(
+        kernel_inputs<scalar_t>(anchor, positive, negative, {t1, t2, beta}),
+        reinterpret_cast<cuda_t*>(per_triplet.mutable_data_ptr<scalar_t>()),
+        distances.mutable_data_ptr<distance_t>(), stream);
+    check_launch("triplet_hinge_loss_with_distances");
+  });
+  return {reduce(per_triplet, reduction), distances};
+}
+
+std::tuple<Tensor, Tensor, Tensor> triplet_backward_from_distances_cuda(
+    const Tensor& grad_output, const Tensor& anchor, const Tensor& positive,
+    const Tensor& negative, const Tensor& distances, double t1, double t2, double beta,
+    std::string_view reduction) {
+  check_inputs(anchor, positive, negative, t1, t2, beta, reduction, Backend::CUDA, &grad_output,
+               &distances);
+  const torch::stable::accelerator::DeviceGuard guard(anchor.get_device_index());
+  const cudaStream_t stream = current_stream(anchor);
+  const int64_t batch = anchor.size(0);
+  const int64_t dim = anchor.size(1);
+  Tensor grad_a = torch::stable::new_empty(anchor, {batch, dim});
+  Tensor grad_p = torch::stable::new_empty(anchor, {batch, dim});
+  Tensor grad_n = torch::stable::new_empty(anchor, {batch, dim});
+  const Tensor g = torch::stable::contiguous(grad_output);
+  const Tensor d = torch::stable::contiguous(distances);  // the forward's own: no copy
+  const bool per_row = reduction == "none";
+  const double scale = reduction == "mean" && batch > 0 ? 1.0 / batch : 1.0;
+  EP_DISPATCH_FLOATING_TYPES(anchor.scalar_type(), "triplet_backward_from_distances_cuda", [&] {
+    using cuda_t = typename CudaType<scalar_t>::type;
+    using distance_t = typename kernels::DistanceType<cuda_t>::type;
+    const auto out = [](Tensor& t) {
+      return reinterpret_cast<cuda_t*>(t.mutable_data_ptr<scalar_t>());
+    };
+    kernels::launch_triplet_backward_from_distances<cuda_t>(
+        kernel_inputs<scalar_t>(anchor, positive, negative, {t1, t2, beta}),
+        d.const_data_ptr<distance_t>(),
+        reinterpret_cast<const cuda_t*>(g.const_data_ptr<scalar_t>()), per_row, scale,
+        out(grad_a), out(grad_p), out(grad_n), stream);
+    check_launch("triplet_hinge_loss_backward_from_distances");
+  });
+  return {grad_a, grad_p, grad_n};
+}
+
 // The schemas are defined once, in triplet_stable.cpp; the dispatcher picks
 // these kernels when the inputs are CUDA tensors.
 STABLE_TORCH_LIBRARY_IMPL(extending_pytorch_stable, CUDA, m) {
   m.impl("triplet_hinge_loss", TORCH_BOX(&triplet_forward_cuda));
   m.impl("triplet_hinge_loss_backward", TORCH_BOX(&triplet_backward_cuda));
+  m.impl("triplet_hinge_loss_with_distances", TORCH_BOX(&triplet_forward_with_distances_cuda));
+  m.impl("triplet_hinge_loss_backward_from_distances",
+         TORCH_BOX(&triplet_backward_from_distances_cuda));
 }
 
 }  // namespace extending_pytorch_stable

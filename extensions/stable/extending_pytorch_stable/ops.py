@@ -12,6 +12,12 @@ from torch import Tensor
 
 _forward = torch.ops.extending_pytorch_stable.triplet_hinge_loss.default
 _backward_op = torch.ops.extending_pytorch_stable.triplet_hinge_loss_backward.default
+_forward_with_distances = (
+    torch.ops.extending_pytorch_stable.triplet_hinge_loss_with_distances.default
+)
+_backward_from_distances_op = (
+    torch.ops.extending_pytorch_stable.triplet_hinge_loss_backward_from_distances.default
+)
 
 
 def _check_fake_inputs(anchor, positive, negative):
@@ -60,6 +66,23 @@ def _(grad_output, anchor, positive, negative, t1, t2, beta, reduction):
     return tuple(anchor.new_empty(anchor.shape) for _ in range(3))
 
 
+@torch.library.register_fake("extending_pytorch_stable::triplet_hinge_loss_with_distances")
+def _(anchor, positive, negative, t1, t2, beta, reduction):
+    _check_fake_inputs(anchor, positive, negative)
+    loss = anchor.new_empty(anchor.shape[0]) if reduction == "none" else anchor.new_empty(())
+    distance_dtype = torch.float64 if anchor.dtype == torch.float64 else torch.float32
+    return loss, anchor.new_empty((anchor.shape[0], 2), dtype=distance_dtype)
+
+
+@torch.library.register_fake("extending_pytorch_stable::triplet_hinge_loss_backward_from_distances")
+def _(grad_output, anchor, positive, negative, distances, t1, t2, beta, reduction):
+    return tuple(anchor.new_empty(anchor.shape) for _ in range(3))
+
+
+# The plain operator's autograd formula: its backward recomputes each row's
+# squared distances, reading every row a second time. triplet_hinge_loss
+# below takes it only when no backward can follow; it stays for callers of
+# torch.ops.extending_pytorch_stable.triplet_hinge_loss itself.
 def _setup_context(ctx, inputs, output):
     anchor, positive, negative, t1, t2, beta, reduction = inputs
     ctx.save_for_backward(anchor, positive, negative)
@@ -85,6 +108,45 @@ torch.library.register_autograd(
 )
 
 
+# The autograd path: the forward also returns each row's two squared
+# distances, (B, 2) in the accumulation type, which the backward reads
+# instead of recomputing them, as the ATen operator does on CUDA
+# (extending_pytorch.ops, "Saved distances"): each row is read once by the
+# forward and once by the backward, so a training step moves 9 B D numbers on
+# a GPU, not 12 B D. The distances are an output nobody differentiates.
+def _setup_distances_context(ctx, inputs, output):
+    anchor, positive, negative, t1, t2, beta, reduction = inputs
+    _, distances = output
+    ctx.mark_non_differentiable(distances)
+    # No (B, 2) tensor of zeros for the distances' unused gradient.
+    ctx.set_materialize_grads(False)
+    ctx.save_for_backward(anchor, positive, negative, distances)
+    ctx.settings = (t1, t2, beta, reduction)
+
+
+def _backward_with_distances(ctx, grad_output, _grad_distances):
+    if grad_output is None:  # (materialize_grads is off)
+        return (None,) * 7
+    anchor, positive, negative, distances = ctx.saved_tensors
+    grads = _backward_from_distances_op(
+        grad_output, anchor, positive, negative, distances, *ctx.settings
+    )
+    return (
+        *(g if need else None for g, need in zip(grads, ctx.needs_input_grad)),
+        None,
+        None,
+        None,
+        None,
+    )
+
+
+torch.library.register_autograd(
+    "extending_pytorch_stable::triplet_hinge_loss_with_distances",
+    _backward_with_distances,
+    setup_context=_setup_distances_context,
+)
+
+
 # This package stops at first derivatives. Without a formula for the backward
 # operator, autograd would treat it as a constant and a second derivative
 # would be silently wrong; refusing says so instead.
@@ -95,11 +157,12 @@ def _refuse_double_backward(ctx, *grads):
     )
 
 
-torch.library.register_autograd(
-    "extending_pytorch_stable::triplet_hinge_loss_backward",
-    _refuse_double_backward,
-    setup_context=lambda ctx, inputs, output: None,
-)
+for _name in ("triplet_hinge_loss_backward", "triplet_hinge_loss_backward_from_distances"):
+    torch.library.register_autograd(
+        f"extending_pytorch_stable::{_name}",
+        _refuse_double_backward,
+        setup_context=lambda ctx, inputs, output: None,
+    )
 
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -119,6 +182,11 @@ def triplet_hinge_loss(
 
     Same arguments, checks and results as extending_pytorch's
     `triplet_hinge_loss`; the C++ operator checks the tensors.
+
+    When a backward can follow (grad mode is on and an input requires
+    gradients), on the CPU and on CUDA, it calls the operator that also saves
+    each row's two squared distances, so that the backward reads each row
+    once; otherwise the plain operator, which keeps nothing.
     """
     t1, t2, beta = float(t1), float(t2), float(beta)
     if t1 > 0:
@@ -129,6 +197,13 @@ def triplet_hinge_loss(
         raise ValueError(f"beta must be >= 0, got {beta}")
     if reduction not in _REDUCTIONS:
         raise ValueError(f"reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+    backward_can_follow = torch.is_grad_enabled() and any(
+        t.requires_grad for t in (anchor, positive, negative)
+    )
+    # The operators with kernels for the CPU and CUDA; other devices (meta)
+    # take the plain operator, whose fake implementation serves them.
+    if backward_can_follow and anchor.device.type in ("cpu", "cuda"):
+        return _forward_with_distances(anchor, positive, negative, t1, t2, beta, reduction)[0]
     return _forward(anchor, positive, negative, t1, t2, beta, reduction)
 
 
@@ -138,7 +213,9 @@ def triplet_hinge_loss(
 # products, which bfloat16 would round to 8 significant bits and float16 can
 # overflow (65504). It also lets float16 activations meet a float32 tensor
 # (a bank of negatives), which the kernels would refuse as a dtype mismatch.
-for _device in ("cpu", "cuda"):
-    torch.library.register_autocast(
-        "extending_pytorch_stable::triplet_hinge_loss", _device, torch.float32
-    )
+# The operator saving distances follows the same rule.
+for _name in ("triplet_hinge_loss", "triplet_hinge_loss_with_distances"):
+    for _device in ("cpu", "cuda"):
+        torch.library.register_autocast(
+            f"extending_pytorch_stable::{_name}", _device, torch.float32
+        )
