@@ -411,3 +411,72 @@ def test_warp_aggregated_atomics_are_right_under_the_independent_schedule():
     assert counter.item() == kept
     assert sorted(slots[:kept].tolist()) == [i for i in range(60) if keep[i]]
     assert (slots[kept:] == -1).all()
+
+
+# ---- GPU-like rules (load_source(..., gpu_like=True)) -----------------------------------------
+
+RELAXED = r"""
+// Threads past n leave before the barrier: a GPU lets the others through it (exited
+// threads count as arrived); CUDA's programming guide does not promise that.
+__global__ void early_exit_sum(const float* x, float* out, int* count, int n) {
+  __shared__ float tile[256];
+  const int i = threadIdx.x;
+  if (i >= n) return;
+  tile[i] = x[i];
+  const int arrived = __syncthreads_count(1);
+  if (i == 0) {
+    float s = 0.0f;
+    for (int j = 0; j < n; ++j) s += tile[j];
+    out[0] = s;
+    count[0] = arrived;
+  }
+}
+
+// A full mask on a block whose last warp is partial: a GPU leaves the missing lanes out.
+__global__ void full_mask_partial_warp(int* leader, unsigned* ballot, int* shifted) {
+  const int t = threadIdx.x;
+  leader[t] = __shfl_sync(0xffffffff, t * 10, 0);  // lane 0 of each warp exists
+  ballot[t] = __ballot_sync(0xffffffff, t % 2);
+  shifted[t] = __shfl_down_sync(0xffffffff, t, 4);  // lanes 4 above a partial warp's end do not exist
+}
+"""
+
+
+def test_gpu_like_rules_let_threads_exit_before_a_barrier():
+    # Bug: without the option, a kernel whose threads return before __syncthreads (it runs on
+    # every GPU) could not run at all; with it, an exited thread must neither block the barrier
+    # nor be counted by __syncthreads_count, and the strict default must still report it.
+    x, out, count = torch.arange(256, dtype=torch.float32), torch.zeros(1), torch.zeros(1, dtype=torch.int32)
+    strict = emulator.load_source(RELAXED, name="relaxed", timeout=120)
+    with pytest.raises(RuntimeError, match=r"which (has )?exited the kernel: not every thread of the block "
+                                           r"reaches this barrier"):
+        strict.early_exit_sum[1, 256](x, out, count, 100)
+    # Forward: the last thread to exit releases the barrier; reverse: the last to arrive does.
+    for schedule in ("forward", "reverse"):
+        relaxed = emulator.load_source(RELAXED, name="relaxed", gpu_like=True, schedule=schedule, timeout=120)
+        for n in (100, 1, 256):
+            relaxed.early_exit_sum[1, 256](x, out, count, n, outputs=["out", "count"])
+            assert out.item() == x[:n].sum().item() and count.item() == n, (schedule, n)
+
+
+def test_gpu_like_rules_leave_a_partial_warps_missing_lanes_out_of_a_full_mask():
+    # Bug: a full mask on a 40-thread block (lanes 8-31 of its second warp do not exist) was
+    # refused even under the GPU-like rules, or their votes counted lanes that do not exist, or
+    # a shuffle that reads one of them crashed instead of returning the caller's own value.
+    leader, ballot, shifted = (torch.zeros(40, dtype=torch.int32) for _ in range(3))
+    strict = emulator.load_source(RELAXED, name="relaxed", timeout=120)
+    with pytest.raises(RuntimeError, match=r"names lane 8, which does not exist: the block has 40 threads"):
+        strict.full_mask_partial_warp[1, 40](leader, ballot, shifted)
+    relaxed = emulator.load_source(RELAXED, name="relaxed", gpu_like=True, timeout=120)
+    relaxed.full_mask_partial_warp[1, 40](leader, ballot, shifted, outputs=["leader", "ballot", "shifted"])
+    t = torch.arange(40)
+    assert leader.tolist() == [0] * 32 + [320] * 8
+    odd_lanes = lambda lanes: sum(1 << lane for lane in range(1, lanes, 2))  # noqa: E731
+    assert [b & 0xFFFFFFFF for b in ballot.tolist()] == [odd_lanes(32)] * 32 + [odd_lanes(8)] * 8
+    expected = torch.where((t % 32 + 4 < 32) & (t + 4 < 40), t + 4, t)  # a missing lane: the caller's own
+    assert shifted.tolist() == expected.tolist()
+
+
+def test_gpu_like_must_be_a_bool():
+    with pytest.raises(ValueError, match="gpu_like must be True or False, got 'yes'"):
+        emulator.load_source(RELAXED, name="relaxed", gpu_like="yes")

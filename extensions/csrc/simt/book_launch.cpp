@@ -81,8 +81,8 @@ InvolutionShape shape(const int64_t* v) {
 
 extern "C" {
 
-void simt_configure(int schedule, unsigned long long seed, unsigned max_grid_x) {
-  simt::configure(static_cast<simt::Schedule>(schedule), seed, max_grid_x);
+void simt_configure(int schedule, unsigned long long seed, unsigned max_grid_x, int gpu_like) {
+  simt::configure(static_cast<simt::Schedule>(schedule), seed, max_grid_x, gpu_like != 0);
 }
 
 int simt_triplet_forward(int dtype, const void* a, const void* p, const void* n,

@@ -185,6 +185,12 @@ struct Options {
   uint64_t seed = 0;                      // for Schedule::random
   unsigned max_grid_x = 0;                // 0: none; else gridDim.x is capped (tests grid-stride loops)
   bool fill_shared = true;                // fill __shared__ memory with 0xff bytes (NaN) per block
+  // GPU-like rules instead of the strict default, where hardware tolerates what CUDA's
+  // programming guide does not promise: threads that have exited count as arrived at
+  // __syncthreads, and a warp collective's mask may name lanes a partial warp does not have
+  // (they are left out of it; a shuffle that reads one gets the caller's own value, which
+  // a GPU leaves undefined).
+  bool gpu_like = false;
 };
 
 inline Options& options() {
@@ -381,6 +387,14 @@ inline Thread* lane_thread(Thread& self, unsigned lane) {
   return linear < self.block->threads.size() ? &self.block->threads[linear] : nullptr;
 }
 
+// The mask a warp collective waits for: as passed, or, under the GPU-like rules, without
+// the lanes a partial warp does not have.
+inline unsigned arrival_mask(const Thread& self, unsigned mask) {
+  if (!options().gpu_like) return mask;
+  const size_t in_warp = self.block->threads.size() - size_t{self.warp} * 32;
+  return in_warp >= 32 ? mask : mask & ((1u << in_warp) - 1u);
+}
+
 // ---- The runtime: the scheduler, collectives, reports --------------------------
 // Header-only by default (inline, as above). The emulator's builds compile these once
 // per build mode into an object of their own (SIMT_SEPARATE_RUNTIME; runtime.cpp defines
@@ -536,7 +550,9 @@ SIMT_RUNTIME_FN void complete_warp_collective(Thread& self) {
       case Kind::syncwarp:
         break;
       default: {  // shuffles
-        const int source = shuffle_source(t);
+        int source = shuffle_source(t);
+        // GPU-like rules: a lane the partial warp does not have gives the caller's own value.
+        if (source >= 0 && options().gpu_like && lane_thread(self, source) == nullptr) source = -1;
         if (source >= 0 && !(mine.mask & (1u << source))) {
           fail(self, format_site(t.arrival.site) + ": " + kind_name(mine.kind) + " in lane " +
                          std::to_string(lane) + " (" + where(t) + ") reads lane " +
@@ -667,6 +683,22 @@ SIMT_RUNTIME_FN void warp_collective(Thread& self) {
   if (orders_memory) tsan_acquire(sync);
 }
 
+// Every thread that has not exited is at the barrier: each goes on, with the barrier's
+// count of true predicates (__syncthreads_count and friends).
+SIMT_RUNTIME_FN void release_barrier(Block& block, Thread* self) {
+  int count = 0;
+  for (Thread& other : block.threads) {
+    if (other.state != State::done) count += other.arrival.predicate != 0;
+  }
+  for (Thread& other : block.threads) {
+    if (other.state == State::done) continue;
+    other.result_bits = static_cast<unsigned>(count);
+    other.arrival.kind = Kind::none;
+    if (&other != self) other.state = State::runnable;
+  }
+  block.barrier_waiting = 0;
+}
+
 // __syncthreads: every thread of the block, at the same barrier.
 SIMT_RUNTIME_FN void block_barrier(Thread& self) {
   tsan_release(&self.block->barrier_sync);
@@ -679,7 +711,8 @@ SIMT_RUNTIME_FN void block_barrier(Thread& self) {
     // Something to report: an exited thread, a lane of this warp waiting for this one
     // at a warp collective, or waiters at another barrier. Only then the scan below,
     // which names the first culprit in thread order.
-    bool report = block.exited > 0 ||
+    const bool gpu_like = options().gpu_like;  // exited threads count as arrived
+    bool report = (block.exited > 0 && !gpu_like) ||
                   (block.barrier_waiting > 0 &&
                    !same_collective(block.threads[block.barrier_first].arrival, self.arrival));
     for (unsigned lane = 0; lane < 32 && !report; ++lane) {
@@ -692,7 +725,7 @@ SIMT_RUNTIME_FN void block_barrier(Thread& self) {
     for (Thread& other : block.threads) {
       if (!report) break;
       if (&other == &self) continue;
-      if (other.state == State::done) {
+      if (other.state == State::done && !gpu_like) {
         fail(self, here() + " waits for threadIdx " + format_dim(other.idx) +
                        ", which has exited the kernel: not every thread of the block reaches "
                        "this barrier");
@@ -712,15 +745,8 @@ SIMT_RUNTIME_FN void block_barrier(Thread& self) {
                        format_site(other.arrival.site));
       }
     }
-    if (arrived == block.threads.size()) {
-      int count = 0;
-      for (Thread& other : block.threads) count += other.arrival.predicate != 0;
-      for (Thread& other : block.threads) {
-        other.result_bits = static_cast<unsigned>(count);
-        other.arrival.kind = Kind::none;
-        if (&other != &self) other.state = State::runnable;
-      }
-      block.barrier_waiting = 0;
+    if (arrived + (gpu_like ? block.exited : 0) == block.threads.size()) {
+      release_barrier(block, &self);
     } else {
       if (block.barrier_waiting++ == 0) block.barrier_first = self.linear;
       self.state = State::waiting;
@@ -744,6 +770,7 @@ SIMT_RUNTIME_FN void on_exit(Thread& self) {
       Thread& other = *t;
       if (other.state != State::waiting) continue;
       if (other.arrival.kind == Kind::syncthreads) {
+        if (options().gpu_like) continue;  // this thread counts as arrived (below)
         fail(self, format_site(other.arrival.site) + ": __syncthreads() in " + where(other) +
                        " waits for threadIdx " + format_dim(self.idx) +
                        ", which exited the kernel: not every thread of the block reaches this "
@@ -760,6 +787,12 @@ SIMT_RUNTIME_FN void on_exit(Thread& self) {
   self.state = State::done;
   ++self.block->exited;
   self.block->warp_exited[self.warp] |= 1u << self.lane;
+  // GPU-like rules: the last thread the barrier waited for has left.
+  Block& block = *self.block;
+  if (options().gpu_like && block.barrier_waiting > 0 &&
+      block.barrier_waiting + block.exited == block.threads.size()) {
+    release_barrier(block, nullptr);
+  }
 }
 
 SIMT_RUNTIME_FN void thread_main(Thread& self) {
@@ -1254,10 +1287,12 @@ T* dynamic_shared(std::source_location site = std::source_location::current()) {
 }
 
 // For readers and tests: a global setting that modes and tests change.
-inline void configure(Schedule schedule, uint64_t seed, unsigned max_grid_x) {
+inline void configure(Schedule schedule, uint64_t seed, unsigned max_grid_x,
+                      bool gpu_like = false) {
   options().schedule = schedule;
   options().seed = seed;
   options().max_grid_x = max_grid_x;
+  options().gpu_like = gpu_like;
 }
 
 }  // namespace simt
@@ -1307,7 +1342,7 @@ T shuffle(Kind kind, unsigned mask, const T& value, int arg, int width,
     self.arrival = {};
     self.arrival.kind = kind;
     self.arrival.site = site;
-    self.arrival.mask = mask;
+    self.arrival.mask = arrival_mask(self, mask);
     self.arrival.width = width;
     self.arrival.arg = arg;
     self.arrival.size = sizeof(T);
@@ -1327,7 +1362,7 @@ inline unsigned vote(Kind kind, unsigned mask, int predicate, const std::source_
     self.arrival = {};
     self.arrival.kind = kind;
     self.arrival.site = site;
-    self.arrival.mask = mask;
+    self.arrival.mask = arrival_mask(self, mask);
     self.arrival.predicate = predicate != 0;
   }
   warp_collective(self);

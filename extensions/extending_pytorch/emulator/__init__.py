@@ -63,7 +63,8 @@ never speed; ``traffic()`` counts the bytes a kernel moves, and the sectors
 its warps touch (a model of coalescing, without caches). It is also stricter than a GPU in places: lanes of
 a warp must meet at the same collective call (Volta and later tolerate
 different call sites with the same mask), and a thread that has exited may not
-be waited for.
+be waited for. ``load_source(..., gpu_like=True)`` relaxes what hardware tolerates:
+threads that exit before ``__syncthreads()``, and full masks on partial warps.
 
 The package's files name its parts: ``toolchain`` (g++, CUDA's headers, the
 build modes and their sanitizer runtimes), ``signatures`` (the kernel

@@ -95,9 +95,10 @@ class _BookLibrary:
         # In the counting build: counts each call's launches (emulator.traffic()).
         self.counter = NativeCounter(self.library) if mode == "traffic" else None
 
-    def configure(self, schedule, seed, max_blocks):
+    def configure(self, schedule, seed, max_blocks, gpu_like):
         self.library.simt_configure(
-            ctypes.c_int(SCHEDULES.index(schedule)), ctypes.c_ulonglong(seed), ctypes.c_uint(max_blocks)
+            ctypes.c_int(SCHEDULES.index(schedule)), ctypes.c_ulonglong(seed), ctypes.c_uint(max_blocks),
+            ctypes.c_int(gpu_like),
         )
 
     def _run(self, function, *args, buffers=()):

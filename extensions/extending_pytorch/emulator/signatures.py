@@ -329,8 +329,9 @@ def _thunks(bindings: list[Binding]) -> str:
         '#line 1 "<simt launch glue>"',
         "#include <cstdio>",
         "#include <string>",
-        'extern "C" void simt_configure(int schedule, unsigned long long seed, unsigned max_grid_x) {',
-        "  ::simt::configure(static_cast<::simt::Schedule>(schedule), seed, max_grid_x);",
+        'extern "C" void simt_configure(int schedule, unsigned long long seed, unsigned max_grid_x,',
+        "                               int gpu_like) {",
+        "  ::simt::configure(static_cast<::simt::Schedule>(schedule), seed, max_grid_x, gpu_like != 0);",
         "}",
     ]
     for number, binding in enumerate(bindings):

@@ -70,9 +70,10 @@ class _SourceLibrary:
         # In the counting build: counts each launch (emulator.traffic()).
         self.counter = NativeCounter(self.library) if mode == "traffic" else None
 
-    def configure(self, schedule, seed, max_blocks):
+    def configure(self, schedule, seed, max_blocks, gpu_like):
         self.library.simt_configure(
-            ctypes.c_int(SCHEDULES.index(schedule)), ctypes.c_ulonglong(seed), ctypes.c_uint(max_blocks)
+            ctypes.c_int(SCHEDULES.index(schedule)), ctypes.c_ulonglong(seed), ctypes.c_uint(max_blocks),
+            ctypes.c_int(gpu_like),
         )
 
     def describe(self) -> dict[str, list[str]]:
@@ -216,7 +217,7 @@ class Kernel:
             _poison_view(tensor).fill_(_poison_value(tensor))
         module = self._module
         _, storages, originals = _worker(counting_mode(module.mode)).call(
-            module._target(), "launch", _settings(module.schedule, module.seed, module.max_blocks),
+            module._target(), "launch", _settings(module.schedule, module.seed, module.max_blocks, module.gpu_like),
             (name, grid, block, shared, values), {}, module.timeout)
         # The kernel wrote into the worker's copies: copy every storage back.
         for original, written in zip(originals, storages):
@@ -288,9 +289,10 @@ class EmulatedModule:
     of it (``module.scale[float, 256]``)."""
 
     def __init__(self, source, filename, mode, schedule, seed, max_blocks, timeout,
-                 instantiate=()):
+                 instantiate=(), gpu_like=False):
         self.source, self.filename, self.mode = source, filename, mode
         self.schedule, self.seed, self.max_blocks, self.timeout = schedule, seed, max_blocks, timeout
+        self.gpu_like = gpu_like
         self.kernels = {k.qualified: k for k in parse_kernels(source)}
         self._declarations = _with_local_headers(source, filename)
         self.instantiations: list[tuple[str, tuple[str, ...]]] = []
@@ -349,7 +351,7 @@ class EmulatedModule:
     def _describe(self) -> None:
         """Build and load (in the worker); learn which parameters take structs."""
         self._structs = _worker(counting_mode(self.mode)).call(
-            self._target(), "describe", _settings(self.schedule, self.seed, self.max_blocks),
+            self._target(), "describe", _settings(self.schedule, self.seed, self.max_blocks, self.gpu_like),
             (), {}, self.timeout)[0]
 
     def _target(self):
@@ -385,7 +387,7 @@ class EmulatedModule:
 
 
 def load_source(source, *, mode="fast", name="kernel", schedule="forward", seed=0,
-                max_blocks=0, timeout=DEFAULT_TIMEOUT, instantiate=()) -> EmulatedModule:
+                max_blocks=0, timeout=DEFAULT_TIMEOUT, instantiate=(), gpu_like=False) -> EmulatedModule:
     """Build CUDA source for the emulator; returns a module of its kernels.
 
     `source` is the text of a .cu file, or a path to one. The build (g++,
@@ -409,9 +411,17 @@ def load_source(source, *, mode="fast", name="kernel", schedule="forward", seed=
     ["scale<float, 4>", ...]`` builds those with the module instead of one build
     each. A parameter whose type the emulator does not know by name (a typedef, an
     enum) takes a number, converted to its type by the compiled glue.
+
+    ``gpu_like=True`` trades two of the strict rules for what hardware tolerates:
+    threads that have exited count as arrived at ``__syncthreads()`` (and are not
+    counted by ``__syncthreads_count``), and a warp collective's mask may name lanes
+    that a partial warp (a block size that is not a multiple of 32) does not have:
+    they are left out of it, and a shuffle that reads one returns the caller's own
+    value (a GPU leaves it undefined). CUDA's programming guide promises neither.
+    Every other report stays.
     """
     _check_mode(mode)
-    _settings(schedule, seed, max_blocks)
+    _settings(schedule, seed, max_blocks, gpu_like)
     if isinstance(source, pathlib.Path) or (
         isinstance(source, str) and "\n" not in source and source.endswith((".cu", ".cuh"))
     ):
@@ -422,6 +432,7 @@ def load_source(source, *, mode="fast", name="kernel", schedule="forward", seed=
     if isinstance(instantiate, str):
         instantiate = [instantiate]
     cuda_include_dir()
-    module = EmulatedModule(text, filename, mode, schedule, seed, max_blocks, timeout, instantiate)
+    module = EmulatedModule(text, filename, mode, schedule, seed, max_blocks, timeout, instantiate,
+                            gpu_like)
     module._describe()  # builds now (in the worker), so that errors come with the load
     return module

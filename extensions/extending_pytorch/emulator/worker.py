@@ -403,14 +403,16 @@ def shutdown() -> None:
     _workers.clear()
 
 
-def _settings(schedule: str, seed: int, max_blocks: int):
+def _settings(schedule: str, seed: int, max_blocks: int, gpu_like: bool = False):
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
     if not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be a non-negative int, got {seed!r}")
     if not isinstance(max_blocks, int) or max_blocks < 0:
         raise ValueError(f"max_blocks must be a non-negative int (0: no cap), got {max_blocks!r}")
-    return (schedule, seed, max_blocks)
+    if not isinstance(gpu_like, bool):
+        raise ValueError(f"gpu_like must be True or False, got {gpu_like!r}")
+    return (schedule, seed, max_blocks, gpu_like)
 
 
 def counting_mode(mode: str) -> str:
