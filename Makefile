@@ -1,7 +1,7 @@
 # Extending PyTorch — from tensor ops to CUDA kernels
 #
 #   make test      create/update .venv, build the C++ extensions, then run every notebook under
-#                  strict nbval, plus tests/
+#                  strict nbval, plus tests/, on TEST_WORKERS processes (default 2; 0: in this one)
 #   make book      create/update .venv, then build the site into _build/html (warnings fail it);
 #                  needs no compiler: the site shows the notebooks' stored outputs
 #   make build     compile the C++ extensions ahead of time (pip install --no-build-isolation -e)
@@ -39,6 +39,11 @@ NATIVE_SOURCES := extensions/setup.py extensions/extending_pytorch/build_flags.p
 NOTEBOOKS ?= notebooks
 # Notebooks starting with "_" (the chapter template) are not chapters: nbval skips them.
 NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --ignore-glob=notebooks/_*
+# pytest-xdist: the notebooks and test modules shared out over TEST_WORKERS processes. --dist
+# loadscope keeps each notebook (its cells run in order, in one kernel) and each test module
+# on one process. TEST_WORKERS=0 runs everything in pytest's own process.
+TEST_WORKERS ?= 2
+XDIST_FLAGS = -n $(TEST_WORKERS) --dist loadscope
 
 # The CUDA build check installs the book's package into a simulated Colab runtime, so it runs
 # in an environment of its own: .venv-cuda sees every package of .venv (one line in a .pth
@@ -66,7 +71,7 @@ export TORCH_LOGS := -torch.utils.cpp_extension
 
 # The emulator's sanitizer modes are `make emulate`'s; `make test` runs its fast mode.
 test: $(NATIVE_STAMP)
-	EXTENDING_PYTORCH_EMULATOR_MODES=fast $(BIN)/python -m pytest $(NBVAL_FLAGS) $(NOTEBOOKS) tests
+	EXTENDING_PYTORCH_EMULATOR_MODES=fast $(BIN)/python -m pytest $(XDIST_FLAGS) $(NBVAL_FLAGS) $(NOTEBOOKS) tests
 
 # Not tied to .venv: a GPU machine may have its own torch and no network to build .venv with.
 GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
@@ -114,7 +119,7 @@ test-oldest: $(OLDEST_STAMP) | check-compiler
 	cd $(OLDEST_TREE) && git init --quiet --initial-branch=main && git add --all && \
 	  git -c user.name=ci -c user.email=ci@localhost commit --quiet -m "working tree"
 	cd $(OLDEST_TREE) && ../$(OLDEST_VENV)/bin/python -m pip install --quiet --no-build-isolation -e extensions
-	cd $(OLDEST_TREE) && EXTENDING_PYTORCH_EMULATOR_MODES=fast ../$(OLDEST_VENV)/bin/python -m pytest --nbval-lax --nbval-current-env \
+	cd $(OLDEST_TREE) && EXTENDING_PYTORCH_EMULATOR_MODES=fast ../$(OLDEST_VENV)/bin/python -m pytest $(XDIST_FLAGS) --nbval-lax --nbval-current-env \
 	  --ignore-glob='notebooks/_*' -p no:cacheprovider -m "not same_on_every_torch" notebooks tests
 
 .venv-oldest: $(OLDEST_STAMP)
