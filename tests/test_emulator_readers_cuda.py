@@ -480,3 +480,63 @@ def test_gpu_like_rules_leave_a_partial_warps_missing_lanes_out_of_a_full_mask()
 def test_gpu_like_must_be_a_bool():
     with pytest.raises(ValueError, match="gpu_like must be True or False, got 'yes'"):
         emulator.load_source(RELAXED, name="relaxed", gpu_like="yes")
+
+
+# ---- __shared__ in included headers ----------------------------------------------------------
+
+BLOCK_SUM_HEADER = r"""
+#pragma once
+#include "../common/warp.cuh"
+// A block-wide sum, as libraries ship it: the tile lives in the header's device function.
+template <int kThreads>
+__device__ float block_sum(float value) {
+  __shared__ float partial[kThreads / 32];
+  value = warp_sum(value);
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = value;
+  __syncthreads();
+  float total = 0.0f;
+  for (int w = 0; w < kThreads / 32; ++w) total += partial[w];
+  return total;
+}
+"""
+
+WARP_HEADER = r"""
+#pragma once
+__device__ inline float warp_sum(float value) {
+  for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(0xffffffff, value, offset);
+  return value;
+}
+"""
+
+ROW_SUMS = r"""
+#include "reduce/block_sum.cuh"
+__global__ void row_sums(const float* x, float* out, int dim) {
+  float mine = 0.0f;
+  for (int j = threadIdx.x; j < dim; j += 128) mine += x[blockIdx.x * dim + j];
+  const float total = block_sum<128>(mine);
+  if (threadIdx.x == 0) out[blockIdx.x] = total;
+}
+"""
+
+
+def test_shared_variables_in_an_included_header_are_rewritten(tmp_path):
+    # Bug: a __shared__ variable inside a device function of a header the .cu file includes
+    # was not rewritten (only the .cu file was), so the build failed with "__shared__
+    # variables are supported inside functions only". The header also reaches another one
+    # through "../": the copies must find each other as the originals do.
+    (tmp_path / "src" / "reduce").mkdir(parents=True)
+    (tmp_path / "src" / "common").mkdir()
+    (tmp_path / "src" / "reduce" / "block_sum.cuh").write_text(BLOCK_SUM_HEADER)
+    (tmp_path / "src" / "common" / "warp.cuh").write_text(WARP_HEADER)
+    source = tmp_path / "src" / "row_sums.cu"
+    source.write_text(ROW_SUMS)
+    m = emulator.load_source(source, timeout=300)
+    x, out = torch.randn(5, 300), torch.zeros(5)
+    m.row_sums[5, 128](x, out, 300, outputs=["out"])
+    assert_close(out, x.sum(1))
+    # A report inside the header names the header's own line.
+    (tmp_path / "src" / "reduce" / "block_sum.cuh").write_text(
+        BLOCK_SUM_HEADER.replace("  __syncthreads();", "  if (threadIdx.x < 64) __syncthreads();"))
+    m = emulator.load_source(source, timeout=300)
+    with pytest.raises(RuntimeError, match=r"block_sum\.cuh:10: __syncthreads\(\)"):
+        m.row_sums[5, 128](x, out, 300)

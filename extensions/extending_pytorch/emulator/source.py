@@ -4,6 +4,7 @@ from Python as kernel[grid, block](args)."""
 from __future__ import annotations
 
 import ctypes
+import os
 import pathlib
 
 from extending_pytorch.emulator.poison import check_written
@@ -35,7 +36,7 @@ from extending_pytorch.emulator.toolchain import (
 )
 from extending_pytorch.emulator.traffic import NativeCounter
 from extending_pytorch.emulator.worker import _settings, _worker, counting_mode
-from extending_pytorch.simt_rewrite import rewrite
+from extending_pytorch.simt_rewrite import code_mask, rewrite
 
 class _Number(ctypes.Structure):
     """simt::detail::Number: a number for a parameter whose type only the compiler knows."""
@@ -129,15 +130,21 @@ class _SourceLibrary:
                              call)
 
 
-def _source_library(mode: str, text: str, filename: str, instantiations=()):
+def _source_library(mode: str, text: str, filename: str, instantiations=(), headers=None):
     include = cuda_include_dir()
     bindings = _bindings(parse_kernels(text), instantiations)
     program = rewrite(text, filename) + "\n" + _thunks(bindings)
+    # The local headers (as load_source read them) are part of the key: an edited header
+    # makes another module (a worker that loaded the old one cannot load a rebuilt library
+    # under the same name).
+    headers = (_local_headers(text, filename) if headers is None
+               else {pathlib.Path(path): header for path, header in headers})
     key = _digest(mode, _mode_flags(mode), include, _torch_variant(), program,
-                  *(f"{p}\n{p.read_text()}" for p in _simt_files()))[:16]
+                  *(f"{p}\n{p.read_text()}" for p in _simt_files()),
+                  *(f"{p}\n{t}" for p, t in headers.items()))[:16]
     directory = BUILD_ROOT / f"{mode}-{_torch_variant()}" / f"source-{key}"
     directory.mkdir(parents=True, exist_ok=True)
-    source = directory / "kernels_cu.cpp"
+    source = _mirror_local_headers(headers, filename, directory) / "kernels_cu.cpp"
     _write_if_changed(source, program)
     name = f"ep_simt_source_{key}"
     includes = [SIMT_DIR / "include", SIMT_DIR, include]
@@ -145,6 +152,32 @@ def _source_library(mode: str, text: str, filename: str, instantiations=()):
         includes.insert(2, pathlib.Path(filename).parent)
     _load_extension(name, [source], mode, includes, directory, python_module=False)
     return _SourceLibrary(directory / f"{name}.so", bindings, mode)
+
+
+def _mirror_local_headers(headers: dict, filename: str, directory: pathlib.Path) -> pathlib.Path:
+    """Where the program is compiled from: `directory`, or, when a header the source
+    includes with quotes declares __shared__ variables, the source's place in a copy of
+    its local headers under directory/local, each header with __shared__ rewritten as
+    the source is. A quoted #include looks next to the file that includes it first, so
+    the copies are found before the originals, also by each other and through `../`.
+    Each copy starts with a #line naming its original: reports name the original's lines.
+    `headers`: _local_headers of the source.
+    """
+    if not any("__shared__" in code_mask(h) for h in headers.values()):
+        return directory
+    source_dir = pathlib.Path(filename).resolve().parent
+    root = pathlib.Path(os.path.commonpath([source_dir, *(path.parent for path in headers)]))
+    mirror = directory / "local"
+    for path, header in headers.items():
+        target = mirror / path.relative_to(root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        escaped = str(path).replace("\\", "\\\\").replace('"', '\\"')
+        copy = rewrite(header, str(path)) if "__shared__" in code_mask(header) else (
+            f'#line 1 "{escaped}"\n{header}')
+        _write_if_changed(target, copy)
+    place = mirror / source_dir.relative_to(root)
+    place.mkdir(parents=True, exist_ok=True)
+    return place
 
 
 class Kernel:
@@ -252,23 +285,23 @@ class TemplateKernel:
         return self._module._instantiation(self.signature, template_arguments(arguments))
 
 
-def _with_local_headers(text: str, filename: str) -> str:
-    """The source and the headers it includes with quotes, where they are found next to
-    the file including them (recursively): where its structs may be defined."""
+def _local_headers(text: str, filename: str) -> dict[pathlib.Path, str]:
+    """The headers the source includes with quotes, where they are found next to the file
+    including them (recursively): resolved path -> text."""
     import re
 
-    texts, seen = [text], set()
-    pending = [(text, pathlib.Path(filename).parent)] if pathlib.Path(filename).is_file() else []
+    found: dict[pathlib.Path, str] = {}
+    source = pathlib.Path(filename)
+    pending = [(text, source.resolve().parent)] if source.is_file() else []
     while pending:
         current, directory = pending.pop()
         for name in re.findall(r'^\s*#\s*include\s*"([^"]+)"', current, re.M):
             header = (directory / name).resolve()
-            if header in seen or not header.is_file():
+            if header in found or not header.is_file():
                 continue
-            seen.add(header)
-            texts.append(header.read_text(errors="replace"))
-            pending.append((texts[-1], header.parent))
-    return "\n".join(texts)
+            found[header] = header.read_text(errors="replace")
+            pending.append((found[header], header.parent))
+    return found
 
 
 def _struct_parameters(kernel: KernelSignature, source: str) -> list:
@@ -294,7 +327,9 @@ class EmulatedModule:
         self.schedule, self.seed, self.max_blocks, self.timeout = schedule, seed, max_blocks, timeout
         self.gpu_like = gpu_like
         self.kernels = {k.qualified: k for k in parse_kernels(source)}
-        self._declarations = _with_local_headers(source, filename)
+        # The headers it includes with quotes, as they are now: part of what the worker builds.
+        self._headers = tuple((str(path), header) for path, header in _local_headers(source, filename).items())
+        self._declarations = "\n".join([source, *(header for _, header in self._headers)])
         self.instantiations: list[tuple[str, tuple[str, ...]]] = []
         self._launchers = {}
         for k in self.kernels.values():
@@ -356,7 +391,7 @@ class EmulatedModule:
 
     def _target(self):
         """What the worker builds and loads: the source and the instantiations asked for."""
-        return ("source", self.source, self.filename, tuple(self.instantiations))
+        return ("source", self.source, self.filename, tuple(self.instantiations), self._headers)
 
     @property
     def unbound(self) -> dict[str, str]:

@@ -344,9 +344,10 @@ def _load_extension(name, sources, mode, include_dirs, directory, python_module=
 # What a first compiler error usually means on the emulator, and what to do.
 _BUILD_HINTS = [
     (r"__shared__ variables are supported inside functions only",
-     "the emulator rewrites __shared__ declarations inside the functions of the .cu file it is "
-     "given; one at namespace scope, or in a function of an included header, is not rewritten: "
-     "move it into a function of the .cu file"),
+     "the emulator rewrites __shared__ declarations inside functions of the .cu file it is "
+     "given and of the headers it includes with quotes (found next to the file including "
+     "them); one at namespace scope, or in a header included with <...> or found elsewhere, "
+     "is not rewritten: move it into a function, or include its header with quotes"),
     (r"(mma\.h|wmma|__hmma|cp\.async|cuda/pipeline|cuda/barrier|cute/|cutlass/)",
      "tensor cores, cp.async, TMA and CUTLASS/CuTe are not emulated"),
     (r"(cub/|thrust/|cuda/std/)",
