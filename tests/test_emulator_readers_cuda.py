@@ -540,3 +540,33 @@ def test_shared_variables_in_an_included_header_are_rewritten(tmp_path):
     m = emulator.load_source(source, timeout=300)
     with pytest.raises(RuntimeError, match=r"block_sum\.cuh:10: __syncthreads\(\)"):
         m.row_sums[5, 128](x, out, 300)
+
+
+# ---- Built-in variables are not macros ------------------------------------------------------
+
+NAMED_LIKE_BUILTINS = r"""
+// As headers write it (torch's, cuSPARSE's): a parameter named like a built-in variable.
+inline unsigned threads_in(dim3 blockDim) { return blockDim.x * blockDim.y * blockDim.z; }
+
+__global__ void fill_index(float* x, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = static_cast<float>(i + gridDim.x * 0);
+}
+
+// As CUDA's samples write host code: locals named like the built-ins.
+void launch_fill_index(float* x, int n) {
+  dim3 blockDim(128);
+  dim3 gridDim((n + threads_in(blockDim) - 1) / threads_in(blockDim));
+  fill_index<<<gridDim, blockDim>>>(x, n);
+}
+"""
+
+
+def test_host_code_may_name_its_own_blockDim_and_gridDim():
+    # Bug: blockDim, gridDim and blockIdx were macros, so `dim3 blockDim(128);` in host code,
+    # or a parameter named blockDim in an included header, expanded into the emulator's
+    # variable and the build failed.
+    m = emulator.load_source(NAMED_LIKE_BUILTINS, name="named_like_builtins", timeout=300)
+    x = torch.zeros(300)
+    m.fill_index[3, 128](x, 300, outputs=["x"])
+    assert x.tolist() == [float(i) for i in range(300)]

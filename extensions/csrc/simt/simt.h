@@ -1298,10 +1298,14 @@ inline void configure(Schedule schedule, uint64_t seed, unsigned max_grid_x,
 }  // namespace simt
 
 // ---- Built-in variables ------------------------------------------------------
+// blockIdx, blockDim and gridDim are variables of the global namespace, read-only as in
+// CUDA, bound to the running launch's values: not macros, so a host function's own
+// `dim3 blockDim(256)`, or a parameter named so in a header (torch's, cuSPARSE's), declares
+// a name of its own. threadIdx depends on the running thread, so it stays a macro.
 #define threadIdx (::simt::detail::self_or_die("threadIdx").idx)
-#define blockIdx (::simt::detail::block_idx)
-#define blockDim (::simt::detail::block_dim)
-#define gridDim (::simt::detail::grid_dim)
+inline const uint3& blockIdx = ::simt::detail::block_idx;
+inline const dim3& blockDim = ::simt::detail::block_dim;
+inline const dim3& gridDim = ::simt::detail::grid_dim;
 
 // ---- Barriers, warp shuffles and votes ----------------------------------------
 
