@@ -625,7 +625,7 @@ def test_instructors_page_needs_agree_with_the_chapters():
         notebook = load_notebook(REPO_ROOT / f"{chapter}.ipynb")
         code = "\n".join(cell_source(c) for c in notebook["cells"] if c["cell_type"] == "code")
         needs, native, runs_nvcc = cells[0], setup_builds_native_code(notebook), 'shutil.which("nvcc")' in code
-        assert ("C++17 compiler" in needs) == native, (
+        assert ("C++20 compiler" in needs) == native, (
             f"{chapter}: 'also needs' says {needs!r}, but its setup cell "
             f"{'builds' if native else 'does not build'} the C++ extensions"
         )
