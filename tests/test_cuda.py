@@ -81,6 +81,7 @@ def nvcc_command(kernel: str, obj: pathlib.Path, archs=("80", "90")) -> list[str
 
 
 @pytest.mark.skipif(nvcc() is None, reason="needs nvcc (the CUDA toolkit)")
+@pytest.mark.same_on_every_torch  # the kernel files include no torch header
 @pytest.mark.parametrize("kernel", build_flags.CUDA_KERNELS)
 def test_kernel_file_compiles_with_nvcc_for_sm80_and_sm90(kernel, tmp_path):
     obj = tmp_path / "kernels.o"

@@ -651,6 +651,7 @@ def _nvcc():
 
 
 @pytest.mark.skipif(_nvcc() is None, reason="needs nvcc (the CUDA toolkit)")
+@pytest.mark.same_on_every_torch  # involution.cu includes no torch header
 def test_involution_kernels_compile_with_nvcc_for_every_dtype(tmp_path):
     # Catches a kernel that does not compile, or a dtype whose kernels are not
     # instantiated (the binding would fail to link on a GPU machine).
