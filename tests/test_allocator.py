@@ -34,6 +34,8 @@ spec.loader.exec_module(benchmarking)
 settings = {
     "default": lambda: True,
     "keep_freed_memory": benchmarking.keep_freed_memory,
+    "keep_freed_memory(1 << 31)": lambda: benchmarking.keep_freed_memory(1 << 31),
+    "keep_freed_memory(1 << 32)": lambda: benchmarking.keep_freed_memory(1 << 32),
     "return_freed_memory": benchmarking.return_freed_memory,
 }
 applied = settings[sys.argv[2]]()
@@ -92,6 +94,16 @@ def test_keep_freed_memory_takes_the_blocks_from_the_heap_and_keeps_them():
     # The first block reuses the 8 MiB that the script freed before it (from the heap too), the second grows it...
     assert steps["grown"] == pytest.approx(8, abs=0.5), steps
     # ...and freeing both hands nothing back.
+    assert steps["freed"] == steps["grown"], steps
+
+
+@pytest.mark.parametrize("limit", ["1 << 31", "1 << 32"])
+def test_keep_freed_memory_above_what_mallopt_takes_still_keeps_the_blocks(limit):
+    # mallopt takes a C int. Passed through unchecked, 1 << 31 set the mmap threshold to -2**31 (huge) and the
+    # trim threshold (2**32) to 0: every free at the end of the heap trimmed it. 1 << 32 set the mmap threshold
+    # to 0: every block mapped. Both are clamped to 2**31 - 1 now.
+    steps = heap_steps(f"keep_freed_memory({limit})")
+    assert steps["grown"] == pytest.approx(8, abs=0.5), steps
     assert steps["freed"] == steps["grown"], steps
 
 

@@ -324,6 +324,14 @@ def test_keep_freed_memory_applies_on_linux_glibc():
     assert ep.keep_freed_memory() is True
 
 
+def test_keep_freed_memory_refuses_what_mallopt_cannot_take():
+    # Checked before any mallopt call: nothing is set.
+    with pytest.raises(ValueError, match="limit_bytes must be at least 0, got -1"):
+        ep.keep_freed_memory(-1)
+    with pytest.raises(ValueError, match=r"mmap_bytes must be in \[0, 2\*\*31 - 1\] \(mallopt takes a C int\), got 2147483648"):
+        ep.benchmarking._set_malloc_thresholds(2**31, 0)
+
+
 def test_show_source_selects_lines_of_a_file():
     listing = ep.show_source(
         "extensions/extending_pytorch/reference.py",

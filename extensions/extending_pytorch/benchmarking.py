@@ -22,14 +22,26 @@ GLIBC_DEFAULT_THRESHOLD = 128 * 1024
 GLIBC_TOP_PAD = 128 * 1024
 
 
+# mallopt(3) takes its value as a C int: the largest threshold it can set.
+MALLOPT_MAX = 2**31 - 1
+
+
 def _set_malloc_thresholds(mmap_bytes: int, trim_bytes: int) -> bool:
     """mallopt(3) both thresholds; False where malloc is not glibc's."""
+    for name, value in (("mmap_bytes", mmap_bytes), ("trim_bytes", trim_bytes)):
+        # Without this check a larger value would wrap around in the C int
+        # (2**31 arrives as -2**31) and set something else entirely.
+        if not 0 <= value <= MALLOPT_MAX:
+            raise ValueError(
+                f"{name} must be in [0, 2**31 - 1] (mallopt takes a C int), got {value}"
+            )
     if not sys.platform.startswith("linux"):
         return False
     try:
         mallopt = ctypes.CDLL("libc.so.6").mallopt
     except (OSError, AttributeError):  # not glibc (musl, for example)
         return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return bool(
         mallopt(_M_MMAP_THRESHOLD, mmap_bytes)
         and mallopt(_M_TRIM_THRESHOLD, trim_bytes)
@@ -44,25 +56,30 @@ def keep_freed_memory(limit_bytes: int = 1 << 30) -> bool:
     of that size page-faults on first touch. After such a block is freed it
     raises that mmap threshold to the block's size (up to 32 MiB) and its trim
     threshold to twice that, so tensors of that size come from the heap. But
-    free() still shrinks the heap whenever the free space at its top reaches
-    the trim threshold, as when a loop frees its two largest temporaries there,
-    and then every call faults their pages in again: whether that happens
-    depends on the history and memory layout of the process. In a loop of
-    tensor ops the faults can cost more than the ops themselves. Setting the
-    mmap threshold to `limit_bytes` and the trim threshold to twice that
-    makes freed memory reusable in every process, as a caching allocator
-    would (setting them also switches glibc's own adjustment off).
+    a large free() still shrinks the heap whenever the free space at its top
+    reaches the trim threshold, as when a loop frees its two largest
+    temporaries there, and then every call faults their pages in again:
+    whether that happens depends on the history and memory layout of the
+    process. In a loop of tensor ops the faults can cost more than the ops
+    themselves. Setting the mmap threshold to `limit_bytes` and the trim
+    threshold to twice that, both at most 2**31 - 1 (mallopt takes a C int:
+    a larger `limit_bytes` sets that), makes freed memory reusable in every
+    process, as a caching allocator would (setting them also switches glibc's
+    own adjustment off). The default sets 1 GiB and 2 GiB less a byte.
 
     Returns True when the setting was applied (Linux with glibc), else False.
     """
+    if limit_bytes < 0:
+        raise ValueError(f"limit_bytes must be at least 0, got {limit_bytes}")
     # glibc's own adjustment never raises the mmap threshold above
     # DEFAULT_MMAP_THRESHOLD_MAX (32 MiB on 64-bit systems). mallopt may set
     # it higher on current glibc (2.36 accepts 1 GiB), but `man 3 mallopt`
     # documents 32 MiB as the upper limit, and a glibc that enforces it
     # refuses a larger value: then fall back to 32 MiB. The trim threshold
-    # has no such limit.
+    # has no such limit but mallopt's int.
+    trim_bytes = min(2 * limit_bytes, MALLOPT_MAX)
     return any(
-        _set_malloc_thresholds(limit, 2 * limit_bytes)
+        _set_malloc_thresholds(min(limit, MALLOPT_MAX), trim_bytes)
         for limit in (limit_bytes, 32 << 20)
     )
 

@@ -45,6 +45,18 @@ WRONG_ANSWERS = {
             AssertionError,
             r"0 torch\.float32 \(0 B\): pages\(\) returned 1, the solution 0",
         ),
+        (
+            "returns a 0-d tensor, not an int (passed the old check: a tensor compares equal)",
+            "import torch\n\n\ndef pages(tensor):\n    return (torch.tensor(tensor.nbytes) + 4095) // 4096\n",
+            AssertionError,
+            r"1 torch\.uint8 \(1 B\): pages\(\) returned tensor\(1\), a Tensor: return an int",
+        ),
+        (
+            "returns a float, not an int (passed the old check: 1.0 == 1)",
+            "def pages(tensor):\n    return -(-tensor.nbytes / 4096 // 1)\n",
+            AssertionError,
+            r"1 torch\.uint8 \(1 B\): pages\(\) returned 1\.0, a float: return an int",
+        ),
     ],
 }
 
