@@ -32,6 +32,7 @@ import sys
 import pytest
 import torch
 import triton
+import triton.language as tl
 from torch.testing import assert_close
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -1036,14 +1037,14 @@ def _exercise_check_and_answer(source):
     return check, names[answer]
 
 
-def _compiled_answers():
+def _compiled_answers(kind="WRONG_ANSWERS_FOR_THE_COMPILER"):
     import importlib.util
 
     file = REPO_ROOT / "tests" / "exercise_answers" / "06_triton_kernel.py"
     spec = importlib.util.spec_from_file_location("exercise_answers_06", file)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.WRONG_ANSWERS_FOR_THE_COMPILER[1]
+    return getattr(module, kind)[1]
 
 
 def _solution_source():
@@ -1069,6 +1070,70 @@ def test_exercise_check_rejects_what_only_the_compiler_rejects(wrong):
     check, answer = _exercise_check_and_answer(source)
     with pytest.raises(error, match=message):
         check(answer)
+
+
+@interpreted_only
+@pytest.mark.parametrize("right", _compiled_answers("RIGHT_ANSWERS_FOR_THE_COMPILER"), ids=lambda r: r[0][:40])
+def test_exercise_check_compiles_a_kernel_with_its_modules_globals(right, capsys):
+    # Review turn 5, finding 5: the fresh process that compiles the kernel rebuilds the globals
+    # it reads (a module-level tl.constexpr, a `jit` imported from triton) instead of failing.
+    what, source = right
+    check, answer = _exercise_check_and_answer(source)
+    check(answer)
+    assert "and it compiles for a GPU (float16 and float32)" in capsys.readouterr().out
+
+
+@interpreted_only
+def test_exercise_check_says_when_it_cannot_rebuild_a_global(capsys):
+    # A global the fresh process cannot rebuild is reported, and a right answer still passes.
+    source = "OPTIONS = object()\n\n" + _solution_source().replace("    row = tl.program_id(0)", (
+        "    if OPTIONS is None:\n        dim = 0\n    row = tl.program_id(0)"
+    ), 1)
+    check, answer = _exercise_check_and_answer(source)
+    check(answer)
+    out = capsys.readouterr().out
+    assert "(not compiled for a GPU: squared_norms_kernel uses the global OPTIONS (a object)" in out
+    assert "Exercise 1 passed" in out
+
+
+def test_record_launches_leaves_out_launch_options_and_binds_defaults():
+    # Review turn 5, findings 1 and 7: num_warps is an option of the launch, not an argument of
+    # the kernel, and a constexpr left at its default is recorded with that default.
+    @triton.jit
+    def add_one(x_ptr, n, BLOCK: tl.constexpr = 8):
+        offsets = tl.arange(0, BLOCK)
+        mask = offsets < n
+        tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + 1, mask=mask)
+
+    x = torch.zeros(5, device=DEVICE)
+    with triton_ops.record_launches() as launches:
+        add_one[(1,)](x, 5, num_warps=1)
+    (launch,) = launches
+    assert launch[1] == {"x_ptr": x, "n": 5, "BLOCK": 8}
+    assert x.tolist() == [1.0] * 5
+
+
+@interpreted_only
+def test_recorded_accesses_stay_inside_the_launchs_tensors():
+    # Review turn 5, finding 4: a load that misses its mask, reading far past its tensor, is
+    # counted and not performed, so a check can say so instead of the process dying.
+    @triton.jit
+    def unmasked_sum(x_ptr, out_ptr, stride, BLOCK: tl.constexpr):
+        x = tl.load(x_ptr + tl.arange(0, BLOCK).to(tl.int64) * stride)
+        tl.store(out_ptr, tl.sum(tl.where(tl.arange(0, BLOCK) < 2, x, 0.0), axis=0))
+
+    x, out = torch.ones(2), torch.zeros(1)
+    with triton_ops.record_launches(accesses=True) as launches:
+        unmasked_sum[(1,)](x, out, 2**40, BLOCK=16)
+    (launch,) = launches
+    assert launch.outside == 15
+    assert [a.program for a in launch.loads] == [(0, 0, 0)] and launch.loads[0].lanes == 16
+    assert launch.loads[0].addresses.tolist() == [x.data_ptr()]
+    assert launch.stores[0].addresses.tolist() == [out.data_ptr()]
+    assert out.item() == 1.0
+    from triton.runtime import interpreter
+
+    assert "create_masked_load" not in vars(interpreter.interpreter_builder)  # the hook is gone
 
 
 @interpreted_only

@@ -245,15 +245,18 @@ if INTERPRETED and not isinstance(tl.sum, InterpretedFunction):
 # of them: fewer, and the loads are narrower however aligned the rows are. At
 # most 64 (four 128-bit loads per input): there the heavier kernel, the
 # forward (it keeps both distances' sums), needs at most 128 registers per
-# thread (56 to 127 on sm_90a with Triton 3.9; it spills 16 bytes or fewer in
-# three configurations, the backward nothing); at 128 bytes more than 128
-# (164 to 232, float16 the most), so fewer warps fit on a multiprocessor, and
+# thread (56 to 127 on sm_90a with Triton 3.9, over every configuration at
+# that bound; it spills 16 bytes or fewer in three configurations, the backward
+# nothing); at 128 bytes more than 128 (164 to 232, float16's 2048 columns on
+# one warp the most), so fewer warps fit on a multiprocessor, and
 # at 256 (float64, 1024 columns on one warp) it runs out of its 255 and spills
 # hundreds of bytes to memory. Those two bounds, per dtype, choose the
 # configurations tried from the candidates below, and so does the row: no
 # block longer than the row rounded up to a power of 2 (lanes past it would
 # only be masked off). tests/test_triton_ptx.py compiles the configurations
-# and reads the loads, the registers and the spills.
+# and reads the loads; for the registers and the spills, it compiles the
+# widest configuration at each bound per dtype (every one at 64 bytes for
+# float64).
 VECTOR_BYTES = 16
 MAX_BYTES_PER_THREAD = 64
 _CONFIGS = [
@@ -336,58 +339,162 @@ class Launch(tuple):
     Unpacks as (kernel name, {argument: value}); `.grid` is the launch's grid
     as three program counts (a callable grid resolved, missing axes 1), and
     `.kernel` the launched kernel (its Python function is `.kernel.fn`).
+    With `record_launches(accesses=True)` under the interpreter, `.loads` and
+    `.stores` list what each program read and wrote, and `.outside` counts
+    the lanes that pointed outside every tensor argument's memory (None
+    elsewhere).
     """
 
     def __new__(cls, name, arguments, grid, kernel):
         launch = super().__new__(cls, (name, arguments))
         launch.grid = grid
         launch.kernel = kernel
+        launch.loads = launch.stores = launch.outside = None
         return launch
 
 
-def _grid_of(kernel, grid, args, kwargs) -> tuple:
+def _kernel_arguments(kernel, args, kwargs) -> dict:
+    # The arguments as the kernel receives them, bound to its parameters, those not passed
+    # at their defaults. The launch options (num_warps=..., num_stages=..., an autotuner's
+    # config) are not parameters of the kernel: Triton's launcher takes them, and they are
+    # left out here as its interpreter leaves them out.
+    bound = inspect.signature(kernel.fn).bind_partial(*args, **{
+        k: v for k, v in kwargs.items() if k in kernel.arg_names
+    })
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
+def _grid_of(grid, arguments, kwargs) -> tuple:
     # A grid is a tuple, or a function of the launch's arguments ("meta"),
     # constexpr defaults included, as Triton calls it.
     if callable(grid):
-        bound = inspect.signature(kernel.fn).bind_partial(*args, **{
-            k: v for k, v in kwargs.items() if k in kernel.arg_names
-        })
-        bound.apply_defaults()
-        grid = grid(dict(bound.arguments, **kwargs))
+        grid = grid(dict(arguments, **kwargs))
     grid = tuple(int(g) for g in grid)
     return grid + (1,) * (3 - len(grid))
 
 
 @contextlib.contextmanager
-def record_launches():
+def record_launches(*, accesses: bool = False):
     """Record every Triton kernel launch made inside the `with` block.
 
     Yields a list that fills with one `Launch` per launch: it unpacks as a
     (kernel name, {argument: value}) pair, with the tensors themselves (so a
     test can see that a view reached the kernel as the view, not a copy),
-    the scalars and the constexprs, and it has the grid (`.grid`) and the
-    kernel (`.kernel`). A spy for tests and exercise checks: it wraps the
-    `run` method that every launch goes through (InterpretedFunction's under
-    the interpreter, JITFunction's on a GPU, where the autotuner's trial runs
-    are recorded too).
+    the scalars and the constexprs (defaults included; launch options such as
+    num_warps are not the kernel's arguments), and it has the grid (`.grid`)
+    and the kernel (`.kernel`). A spy for tests and exercise checks: it wraps
+    the `run` method that every launch goes through (InterpretedFunction's
+    under the interpreter, JITFunction's on a GPU, where the autotuner's
+    trial runs are recorded too).
+
+    `accesses=True`, under the interpreter only, also records each program's
+    loads and stores (see `Launch`) and keeps them inside the memory of the
+    launch's tensors; on a GPU it records nothing more.
     """
     launches = []
     kind = InterpretedFunction if INTERPRETED else triton.JITFunction
     original = kind.run
+    hook = _AccessHook() if accesses and INTERPRETED else None
 
     def run(self, *args, grid, warmup, **kwargs):
-        if not warmup:
-            arguments = dict(zip(self.arg_names, args))
-            arguments.update(kwargs)
-            grid_seen = _grid_of(self, grid, args, kwargs)
-            launches.append(Launch(self.fn.__name__, arguments, grid_seen, self))
-        return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+        if warmup:
+            return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+        arguments = _kernel_arguments(self, args, kwargs)
+        launch = Launch(self.fn.__name__, arguments, _grid_of(grid, arguments, kwargs), self)
+        launches.append(launch)
+        if hook is not None:
+            hook.start(launch)
+        try:
+            return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+        finally:
+            if hook is not None:
+                hook.launch = None
 
     kind.run = run
     try:
         yield launches
     finally:
         kind.run = original
+        if hook is not None:
+            hook.remove()
+
+
+class Access(tuple):
+    """One load or store of a program: `.program` its grid index (x, y, z),
+    `.addresses` the byte addresses of the lanes its mask let through (a
+    numpy array), `.lanes` how many lanes it had, masked ones included."""
+
+    def __new__(cls, program, addresses, lanes):
+        access = super().__new__(cls, (program, addresses, lanes))
+        access.program, access.addresses, access.lanes = program, addresses, lanes
+        return access
+
+
+class _AccessHook:
+    """Records, under Triton's interpreter, the loads and stores of the launch being
+    recorded, and performs none outside the memory of the launch's tensor arguments:
+    such lanes are masked off and counted (`Launch.outside`), so that a kernel that
+    reads far past a row gives a wrong answer instead of killing the process. A load
+    with a mask and no `other` gets NaN in its masked lanes, which tl.load leaves
+    undefined."""
+
+    def __init__(self):
+        import numpy as np
+        from triton.runtime import interpreter
+
+        self.np, self.interpreter = np, interpreter
+        self.builder = interpreter.interpreter_builder
+        self.launch, self.ranges = None, []
+        self.saved = {name: vars(self.builder).get(name) for name in ("create_masked_load", "create_masked_store")}
+        load, store = self.builder.create_masked_load, self.builder.create_masked_store
+        hook = self
+
+        def masked_load(ptrs, mask, other, *args, **kwargs):
+            mask, other = hook.record(ptrs, mask, other, write=False)
+            return load(ptrs, mask, other, *args, **kwargs)
+
+        def masked_store(ptrs, value, mask, *args, **kwargs):
+            mask, _ = hook.record(ptrs, mask, None, write=True)
+            return store(ptrs, value, mask, *args, **kwargs)
+
+        self.builder.create_masked_load = masked_load
+        self.builder.create_masked_store = masked_store
+
+    def remove(self):
+        for name, value in self.saved.items():
+            if value is None:
+                delattr(self.builder, name)
+            else:
+                setattr(self.builder, name, value)
+
+    def start(self, launch):
+        launch.loads, launch.stores, launch.outside = [], [], 0
+        self.launch = launch
+        self.ranges = []
+        for value in launch[1].values():
+            if isinstance(value, Tensor) and value.device.type == "cpu":
+                storage = value.untyped_storage()
+                self.ranges.append((storage.data_ptr(), storage.data_ptr() + storage.nbytes()))
+
+    def record(self, ptrs, mask, other, *, write):
+        np, launch = self.np, self.launch
+        if launch is None:
+            return mask, other
+        TensorHandle = self.interpreter.TensorHandle
+        addresses = ptrs.data.astype(np.uint64)
+        lanes = np.broadcast_to(mask.data, addresses.shape).astype(bool)
+        size = np.uint64(max(ptrs.get_element_ty().primitive_bitwidth // 8, 1))
+        inside = np.zeros(addresses.shape, dtype=bool)
+        for low, high in self.ranges:
+            inside |= (addresses >= np.uint64(low)) & (addresses + size <= np.uint64(high))
+        launch.outside += int((lanes & ~inside).sum())
+        program = tuple(self.builder.grid_idx)
+        (launch.stores if write else launch.loads).append(Access(program, addresses[lanes & inside], lanes.size))
+        if not write and other is None and ptrs.get_element_ty().is_floating() and not lanes.all():
+            dtype = self.interpreter._get_np_dtype(ptrs.get_element_ty())
+            other = TensorHandle(np.full(addresses.shape, np.nan, dtype=dtype), ptrs.get_element_ty())
+        return TensorHandle(lanes & inside, mask.dtype), other
 
 
 def compile_for_gpu(kernel, *args, arch: int = 90, num_warps: int = 4, **constexprs):
@@ -427,13 +534,57 @@ def compile_for_gpu(kernel, *args, arch: int = 90, num_warps: int = 4, **constex
     return triton.compile(source, target=target, options=options.__dict__)
 
 
-def kernel_source(kernel) -> str:
-    """The source of a @triton.jit kernel, and of the @triton.jit functions it calls.
+def _global_names(function) -> list:
+    # The global names a function reads (LOAD_GLOBAL: not attribute names such as
+    # x.dtype), and those its decorators use (@jit after `from triton import jit`).
+    import ast
+    import dis
 
-    Raises OSError where Python kept no source (a function made by `exec` of
-    a string); a notebook cell's or a file's source is kept.
+    names, codes = [], [function.__code__]
+    while codes:
+        code = codes.pop()
+        names += [i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")]
+        codes += [c for c in code.co_consts if inspect.iscode(c)]
+    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    for decorator in tree.body[0].decorator_list:
+        names += [n.id for n in ast.walk(decorator) if isinstance(n, ast.Name)]
+    return [n for n in dict.fromkeys(names) if n in function.__globals__]  # not builtins
+
+
+def _importable(value):
+    # "module.attribute" for a value that an imported module (not __main__, not a
+    # notebook's or an exec()'s namespace) holds under its own name, else None.
+    import sys
+
+    fn = getattr(value, "fn", value)
+    module, name = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
+    if module in (None, "__main__") or module not in sys.modules or not name.isidentifier():
+        return None
+    return f"{module}.{name}" if getattr(sys.modules[module], name, None) is value else None
+
+
+def _literal(value):
+    # Python source for a constant a kernel may read from its module, else None.
+    if value is None or isinstance(value, (bool, int, str)):
+        return repr(value)
+    if isinstance(value, float):
+        return f"float({str(value)!r})"
+    if isinstance(value, tl.dtype) and not isinstance(value, tl.pointer_type):
+        return f"tl.dtype({value.name!r})"
+    return None
+
+
+def kernel_source(kernel) -> str:
+    """Python source of a module that defines a @triton.jit kernel as its own module sees it.
+
+    The source of the kernel and of the @triton.jit functions it calls, after
+    the globals they read, each rebuilt: modules imported, constants
+    (`tl.constexpr`, numbers, dtypes) assigned, functions of an importable
+    module imported from it. Raises OSError where Python kept no source (a
+    function made by `exec` of a string; a notebook cell's or a file's source
+    is kept), and RuntimeError for a global it cannot rebuild.
     """
-    sources, seen, todo = [], set(), [kernel]
+    definitions, sources, seen, todo = {}, [], set(), [kernel]
     while todo:
         function = todo.pop()
         fn = function.fn
@@ -441,12 +592,28 @@ def kernel_source(kernel) -> str:
             continue
         seen.add(fn)
         sources.append(textwrap.dedent(inspect.getsource(fn)))
-        for name in fn.__code__.co_names:
-            value = fn.__globals__.get(name)
-            # Triton's own functions (tl.sum, ...) are module attributes, not globals.
-            if isinstance(value, (InterpretedFunction, triton.JITFunction)):
+        for name in _global_names(fn):
+            value = fn.__globals__[name]
+            where = _importable(value)
+            if isinstance(value, (InterpretedFunction, triton.JITFunction)) and where is None:
                 todo.append(value)
-    return "\n\n".join(reversed(sources))
+                continue
+            if inspect.ismodule(value):
+                line = f"import {value.__name__} as {name}"
+            elif where is not None:
+                line = f"import {where.rsplit('.', 1)[0]}\n{name} = {where}"
+            elif isinstance(value, tl.constexpr) and _literal(value.value) is not None:
+                line = f"{name} = tl.constexpr({_literal(value.value)})"
+            elif _literal(value) is not None:
+                line = f"{name} = {_literal(value)}"
+            else:
+                raise RuntimeError(
+                    f"{fn.__name__} uses the global {name} (a {type(value).__name__}), "
+                    "which cannot be rebuilt outside this notebook"
+                )
+            definitions.setdefault(name, line)
+    header = "import torch\nimport triton\nimport triton.language as tl\n"
+    return "\n".join([header, *definitions.values(), "", *reversed(sources)])
 
 
 def gpu_compile_errors(kernel, launches, *, arch: int = 90, num_warps: int = 4, timeout: float = 300) -> list:
@@ -459,9 +626,9 @@ def gpu_compile_errors(kernel, launches, *, arch: int = 90, num_warps: int = 4, 
     runs the interpreter, and needs no GPU. The interpreter runs code the
     compiler rejects (a loop-carried variable whose type changes, a
     `tl.static_range` whose bounds are known only at run time): this is how
-    a check finds out. Of the kernel's module, only torch, triton, tl and
-    the @triton.jit functions it calls are there. Raises OSError where the
-    kernel's source cannot be read (see `kernel_source`).
+    a check finds out. The kernel is rebuilt there by `kernel_source`, whose
+    OSError and RuntimeError pass through; a process that fails before it
+    compiles raises RuntimeError.
     """
     import json
     import subprocess
@@ -479,11 +646,13 @@ def gpu_compile_errors(kernel, launches, *, arch: int = 90, num_warps: int = 4, 
     spec = [[[sent(a) for a in args], dict(constexprs, arch=arch, num_warps=num_warps)]
             for args, constexprs in launches]
     driver = textwrap.dedent("""
-        import json, sys, torch
+        import json, sys, torch, triton
         from extending_pytorch import triton_ops
         import reader_kernel
         name, launches = json.loads(sys.argv[1])
         kernel = getattr(reader_kernel, name)
+        while not isinstance(kernel, triton.JITFunction):  # an autotuner or a heuristic around it
+            kernel = kernel.fn
         errors = []
         for spec, options in launches:
             args = [
@@ -501,7 +670,7 @@ def gpu_compile_errors(kernel, launches, *, arch: int = 90, num_warps: int = 4, 
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     with tempfile.TemporaryDirectory() as scratch:
         with open(os.path.join(scratch, "reader_kernel.py"), "w") as f:
-            f.write("import torch\nimport triton\nimport triton.language as tl\n\n\n" + source)
+            f.write(source)
         env = dict(
             os.environ,
             TRITON_INTERPRET="0",
@@ -514,7 +683,8 @@ def gpu_compile_errors(kernel, launches, *, arch: int = 90, num_warps: int = 4, 
             capture_output=True, text=True, env=env, cwd=scratch, timeout=timeout,
         )
     if result.returncode != 0:
-        raise RuntimeError(f"the compiling process failed:\n{result.stderr[-3000:]}")
+        last = (result.stderr.strip().splitlines() or ["no message"])[-1]
+        raise RuntimeError(f"the compiling process failed ({last})")
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 

@@ -60,7 +60,7 @@ WRONG_ANSWERS = {
             "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
             "    return out\n",
             AssertionError,
-            r"wrong on rows of 100 columns: does the loop cover the whole row\?",
+            r"squared_norms_kernel loads 64 columns at a time: loop over the row BLOCK = 16 columns at a time",
         ),
         (
             "one program loops over every row, given their number (passed the old check)",
@@ -358,6 +358,117 @@ WRONG_ANSWERS = {
             AssertionError,
             r"launched on a grid of \(4, 7, 1\) programs for 4 rows: launch one program per row",
         ),
+        (
+            "the loop stops a column short, range(0, dim - 1, BLOCK) (review turn 5, finding 3)",
+            "@triton.jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    row = tl.program_id(0).to(tl.int64)\n"
+            "    total = tl.zeros([BLOCK], dtype=tl.float32)\n"
+            "    for start in range(0, dim - 1, BLOCK):\n"
+            "        cols = start + tl.arange(0, BLOCK)\n"
+            "        mask = cols < dim\n"
+            "        x = tl.load(x_ptr + row * row_stride + cols.to(tl.int64) * col_stride, mask=mask, other=0.0).to(tl.float32)\n"
+            "        total += x * x\n"
+            "    tl.store(out_ptr + row, tl.sum(total, axis=0))\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
+            "    return out\n",
+            AssertionError,
+            r"wrong on rows of 17 columns: does the loop cover the whole row\?",
+        ),
+        (
+            "program 0 loops over every row, tl.num_programs in a @triton.jit helper (review turn 5, finding 2)",
+            "@triton.jit\n"
+            "def _row_sum(x_ptr, row, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    total = tl.zeros([BLOCK], dtype=tl.float32)\n"
+            "    for start in range(0, dim, BLOCK):\n"
+            "        cols = start + tl.arange(0, BLOCK)\n"
+            "        mask = cols < dim\n"
+            "        x = tl.load(x_ptr + row * row_stride + cols.to(tl.int64) * col_stride, mask=mask, other=0.0).to(tl.float32)\n"
+            "        total += x * x\n"
+            "    return tl.sum(total, axis=0)\n"
+            "\n"
+            "@triton.jit\n"
+            "def _all_rows(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    for r in range(0, tl.num_programs(0)):\n"
+            "        row = tl.full([], r, tl.int64)\n"
+            "        tl.store(out_ptr + row, _row_sum(x_ptr, row, dim, row_stride, col_stride, BLOCK))\n"
+            "\n"
+            "@triton.jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    if tl.program_id(0) == 0:\n"
+            "        _all_rows(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK)\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
+            "    return out\n",
+            AssertionError,
+            r"program 0 read rows \[0, 1, 2, 3\]: each program sums its own row",
+        ),
+        (
+            "no mask on the load, tl.where on the loaded value; the old check crashed the process (review turn 5, finding 4)",
+            "@triton.jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    row = tl.program_id(0).to(tl.int64)\n"
+            "    total = tl.zeros([BLOCK], dtype=tl.float32)\n"
+            "    for start in range(0, dim, BLOCK):\n"
+            "        cols = start + tl.arange(0, BLOCK)\n"
+            "        x = tl.load(x_ptr + row * row_stride + cols.to(tl.int64) * col_stride).to(tl.float32)\n"
+            "        x = tl.where(cols < dim, x, 0.0)\n"
+            "        total += x * x\n"
+            "    tl.store(out_ptr + row, tl.sum(total, axis=0))\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
+            "    return out\n",
+            AssertionError,
+            r"the kernel read outside the rows' 100 columns \(a missing mask\?",
+        ),
+        (
+            "a masked load without other=, whose masked lanes are undefined, summed (review turn 5, finding 9)",
+            "@triton.jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    row = tl.program_id(0).to(tl.int64)\n"
+            "    total = tl.zeros([BLOCK], dtype=tl.float32)\n"
+            "    for start in range(0, dim, BLOCK):\n"
+            "        cols = start + tl.arange(0, BLOCK)\n"
+            "        mask = cols < dim\n"
+            "        x = tl.load(x_ptr + row * row_stride + cols.to(tl.int64) * col_stride, mask=mask)\n"
+            "        x = x.to(tl.float32)\n"
+            "        total += x * x\n"
+            "    tl.store(out_ptr + row, tl.sum(total, axis=0))\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
+            "    return out\n",
+            AssertionError,
+            r"a NaN: the kernel summed masked lanes of a tl\.load without other=, which are undefined",
+        ),
+        (
+            "loops 64 columns at a time, ignoring BLOCK (review turn 5, finding 8)",
+            "@triton.jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    row = tl.program_id(0).to(tl.int64)\n"
+            "    total = tl.zeros([64], dtype=tl.float32)\n"
+            "    for start in range(0, dim, 64):\n"
+            "        cols = start + tl.arange(0, 64)\n"
+            "        mask = cols < dim\n"
+            "        x = tl.load(x_ptr + row * row_stride + cols.to(tl.int64) * col_stride, mask=mask, other=0.0).to(tl.float32)\n"
+            "        total += x * x\n"
+            "    tl.store(out_ptr + row, tl.sum(total, axis=0))\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
+            "    return out\n",
+            AssertionError,
+            r"squared_norms_kernel loads 64 columns at a time",
+        ),
     ],
     2: [
         (
@@ -409,6 +520,53 @@ _SOLUTION_KERNEL = (
     "    tl.store(out_ptr + row, tl.sum(total, axis=0))\n"
     "\n"
 )
+# Right answers that use what a kernel's module gives it: the check compiles them for a GPU in a
+# fresh process, which must rebuild those globals (review turn 5, finding 5). tests/test_triton.py
+# runs them with their source registered, as a notebook cell's is; RIGHT_ANSWERS includes them too.
+RIGHT_ANSWERS_FOR_THE_COMPILER = {
+    1: [
+        (
+            "a module-level constant, ACC_DTYPE = tl.constexpr(tl.float32)",
+            "ACC_DTYPE = tl.constexpr(tl.float32)\n"
+            "\n"
+            "@triton.jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    row = tl.program_id(0).to(tl.int64)\n"
+            "    total = tl.zeros([BLOCK], dtype=ACC_DTYPE)\n"
+            "    for start in range(0, dim, BLOCK):\n"
+            "        cols = start + tl.arange(0, BLOCK)\n"
+            "        mask = cols < dim\n"
+            "        x = tl.load(x_ptr + row * row_stride + cols.to(tl.int64) * col_stride, mask=mask, other=0.0).to(ACC_DTYPE)\n"
+            "        total += x * x\n"
+            "    tl.store(out_ptr + row, tl.sum(total, axis=0))\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
+            "    return out\n",
+        ),
+        (
+            "from triton import jit, and @jit",
+            "from triton import jit\n"
+            "\n"
+            "@jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    row = tl.program_id(0).to(tl.int64)\n"
+            "    total = tl.zeros([BLOCK], dtype=tl.float32)\n"
+            "    for start in range(0, dim, BLOCK):\n"
+            "        cols = start + tl.arange(0, BLOCK)\n"
+            "        mask = cols < dim\n"
+            "        x = tl.load(x_ptr + row * row_stride + cols.to(tl.int64) * col_stride, mask=mask, other=0.0).to(tl.float32)\n"
+            "        total += x * x\n"
+            "    tl.store(out_ptr + row, tl.sum(total, axis=0))\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
+            "    return out\n",
+        ),
+    ],
+}
 RIGHT_ANSWERS = {
     1: [
         (
@@ -429,6 +587,75 @@ RIGHT_ANSWERS = {
             "    squared_norms_kernel[(x.shape[0], 1)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
             "    return out\n",
         ),
+        (
+            "launched with num_warps=1, a launch option, not an argument of the kernel (review turn 5, finding 1)",
+            "@triton.jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    row = tl.program_id(0).to(tl.int64)\n"
+            "    total = tl.zeros([BLOCK], dtype=tl.float32)\n"
+            "    for start in range(0, dim, BLOCK):\n"
+            "        cols = start + tl.arange(0, BLOCK)\n"
+            "        mask = cols < dim\n"
+            "        x = tl.load(x_ptr + row * row_stride + cols.to(tl.int64) * col_stride, mask=mask, other=0.0).to(tl.float32)\n"
+            "        total += x * x\n"
+            "    tl.store(out_ptr + row, tl.sum(total, axis=0))\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16, num_warps=1)\n"
+            "    return out\n",
+        ),
+        (
+            "BLOCK: tl.constexpr = 16, launched without BLOCK (review turn 5, finding 7)",
+            "@triton.jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr = 16):\n"
+            "    row = tl.program_id(0).to(tl.int64)\n"
+            "    total = tl.zeros([BLOCK], dtype=tl.float32)\n"
+            "    for start in range(0, dim, BLOCK):\n"
+            "        cols = start + tl.arange(0, BLOCK)\n"
+            "        mask = cols < dim\n"
+            "        x = tl.load(x_ptr + row * row_stride + cols.to(tl.int64) * col_stride, mask=mask, other=0.0).to(tl.float32)\n"
+            "        total += x * x\n"
+            "    tl.store(out_ptr + row, tl.sum(total, axis=0))\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1))\n"
+            "    return out\n",
+        ),
+        (
+            "the block's sum in a @triton.jit helper",
+            "@triton.jit\n"
+            "def block_sum_of_squares(ptrs, mask):\n"
+            "    x = tl.load(ptrs, mask=mask, other=0.0).to(tl.float32)\n"
+            "    return tl.sum(x * x, axis=0)\n"
+            "\n"
+            "@triton.jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    row = tl.program_id(0).to(tl.int64)\n"
+            "    total = tl.zeros([], dtype=tl.float32)\n"
+            "    for start in range(0, dim, BLOCK):\n"
+            "        cols = start + tl.arange(0, BLOCK)\n"
+            "        total += block_sum_of_squares(x_ptr + row * row_stride + cols.to(tl.int64) * col_stride, cols < dim)\n"
+            "    tl.store(out_ptr + row, total)\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
+            "    return out\n",
+        ),
+        (
+            "a masked load without other=, its masked lanes dropped with tl.where before the sum",
+            _SOLUTION_KERNEL.replace(
+                "mask=mask, other=0.0)\n",
+                "mask=mask)\n        x = tl.where(mask, x, 0.0)\n",
+            )
+            + "def squared_norms(x):\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
+            "    return out\n",
+        ),
+        *RIGHT_ANSWERS_FOR_THE_COMPILER[1],
     ],
 }
 
@@ -477,6 +704,26 @@ WRONG_ANSWERS_FOR_THE_COMPILER = {
             "    return out\n",
             AssertionError,
             r"Triton's compiler rejects it for float16 rows: .*static_range",
+        ),
+        (
+            "col_stride.to(tl.int64): a col_stride of 1 is compiled in as the int 1 (review turn 5, finding 5)",
+            "@triton.jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    row = tl.program_id(0).to(tl.int64)\n"
+            "    total = tl.zeros([BLOCK], dtype=tl.float32)\n"
+            "    for start in range(0, dim, BLOCK):\n"
+            "        cols = start + tl.arange(0, BLOCK)\n"
+            "        mask = cols < dim\n"
+            "        x = tl.load(x_ptr + row * row_stride + cols * col_stride.to(tl.int64), mask=mask, other=0.0).to(tl.float32)\n"
+            "        total += x * x\n"
+            "    tl.store(out_ptr + row, tl.sum(total, axis=0))\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
+            "    return out\n",
+            AssertionError,
+            r"rejects it for float16 rows: .*has no attribute 'to'.*compiled in as the constant 1",
         ),
     ],
 }
