@@ -145,15 +145,15 @@ def library(wheel, tmp_path_factory) -> pathlib.Path:
 
 def test_library_uses_only_the_stable_c_abi(library):
     # What the stable ABI buys: the library asks torch only for C functions
-    # (aoti_torch_*, torch_*), never for a C++ symbol of at::, c10:: or
-    # torch:: (a function, a const method, a typeinfo or vtable) whose mangled
-    # name changes between releases. Catches an #include <ATen/...> or
-    # <torch/library.h> slipping into the source.
+    # (aoti_torch_*, torch_*), never for a C++ symbol whose demangled text
+    # names one of torch's namespaces (at::, c10::, c10d::, torch::, caffe2::;
+    # chapter 7's rule): its mangled name changes between releases. Catches
+    # an #include <ATen/...> or <torch/library.h> slipping into the source.
     undefined = subprocess.run(
         ["nm", "--dynamic", "--undefined-only", "--demangle", str(library)],
         check=True, capture_output=True, text=True,
     ).stdout.splitlines()
-    cxx_torch = [s for s in undefined if re.search(r"\b(at|c10|torch)::", s)]
+    cxx_torch = [s for s in undefined if re.search(r"\b(at|c10|c10d|torch|caffe2)::", s)]
     assert cxx_torch == [], cxx_torch[:5]
     assert any(s.split()[-1].startswith("torch_parallel_for") for s in undefined)
     # No Python symbol outside the limited API either (a sample that
@@ -176,7 +176,7 @@ def test_library_loads_without_cuda_libraries(library):
     assert forbidden == [], needed
 
 
-# ---- The wheel cache: never stale ------------------------------------------------
+# ---- The wheel cache: keyed by every input it lists ------------------------------
 
 
 def test_wheel_cache_key_changes_with_every_input_of_the_build(tmp_path, monkeypatch):
@@ -208,16 +208,78 @@ def test_wheel_cache_key_changes_with_every_input_of_the_build(tmp_path, monkeyp
     (csrc / "new_header.h").write_text("// new\n")
     assert wheel_cache.key(stable, csrc) != base
     (csrc / "new_header.h").unlink()
+    # The build's settings, GCC's search paths (headers, libraries such as another
+    # libcudart_static.a, its own programs) and setuptools' extra configuration.
     for name, value in [("TORCH_CUDA_ARCH_LIST", "8.0"), ("EXTENDING_PYTORCH_STABLE_CUDA", "0"),
-                        ("CXXFLAGS", "-O0")]:
+                        ("CXXFLAGS", "-O0"), ("LDCXXSHARED", "g++ -shared -s"),
+                        ("CPATH", "/x"), ("CPLUS_INCLUDE_PATH", "/x"), ("C_INCLUDE_PATH", "/x"),
+                        ("LIBRARY_PATH", "/x"), ("GCC_EXEC_PREFIX", "/x/"), ("COMPILER_PATH", "/x"),
+                        ("DIST_EXTRA_CONFIG", str(tmp_path / "absent.cfg"))]:
+        old = os.environ.get(name)
         monkeypatch.setenv(name, value)
         assert wheel_cache.key(stable, csrc) != base, name
-        monkeypatch.delenv(name)
+        if old is None:
+            monkeypatch.delenv(name)
+        else:
+            monkeypatch.setenv(name, old)
     for output in ("build/temp/x.o", "extending_pytorch_stable.egg-info/PKG-INFO",
                    "extending_pytorch_stable/__pycache__/ops.cpython-311.pyc"):
         (stable / output).parent.mkdir(parents=True, exist_ok=True)
         (stable / output).write_bytes(b"\0")
     assert wheel_cache.key(stable, csrc) == base
+
+
+def fake_program(path: pathlib.Path, version: str, ld: pathlib.Path | None = None):
+    """A shell script that prints a version (and, asked as GCC is, where its ld is)."""
+    answer = f'[ "$1" = -print-prog-name=ld ] && {{ echo {ld}; exit 0; }}\n' if ld else ""
+    path.write_text(f"#!/bin/sh\n{answer}echo {version}\n")
+    path.chmod(0o755)
+
+
+def test_wheel_cache_key_changes_with_the_tools_and_files_outside_the_sources(tmp_path, monkeypatch):
+    # Catches a key that hashes the compiler but not what links (the driver
+    # LDCXXSHARED names, the ld it runs: a binutils upgrade can change what
+    # the library requires of glibc), nor setuptools' configuration files, nor
+    # torch's own headers and libraries (a locally patched torch keeps its
+    # version and git commit).
+    stable, csrc = copy_sources(tmp_path / "sources")
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    fake_program(tools / "ld", "ld 1")
+    fake_program(tools / "linkxx", "linkxx 1", ld=tools / "ld")
+    monkeypatch.setenv("LDCXXSHARED", f"{tools / 'linkxx'} -shared")
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    base = wheel_cache.key(stable, csrc)
+    fake_program(tools / "ld", "ld 2")
+    assert wheel_cache.key(stable, csrc) != base, "ld"
+    fake_program(tools / "ld", "ld 1")
+    fake_program(tools / "linkxx", "linkxx 2", ld=tools / "ld")
+    assert wheel_cache.key(stable, csrc) != base, "link driver"
+    fake_program(tools / "linkxx", "linkxx 1", ld=tools / "ld")
+    assert wheel_cache.key(stable, csrc) == base
+    (home / ".pydistutils.cfg").write_text("[build_ext]\ndefine=X\n")
+    assert wheel_cache.key(stable, csrc) != base, "~/.pydistutils.cfg"
+    (home / ".pydistutils.cfg").unlink()
+    extra = tmp_path / "extra.cfg"
+    monkeypatch.setenv("DIST_EXTRA_CONFIG", str(extra))
+    without = wheel_cache.key(stable, csrc)
+    extra.write_text("[build_ext]\nlibraries=m\n")
+    assert wheel_cache.key(stable, csrc) != without, "DIST_EXTRA_CONFIG's contents"
+    monkeypatch.delenv("DIST_EXTRA_CONFIG")
+    # torch's files: one header of a copy of the tree grows by a byte.
+    fake_torch = tmp_path / "torch"
+    (fake_torch / "include" / "c10").mkdir(parents=True)
+    (fake_torch / "lib").mkdir()
+    header = fake_torch / "include" / "c10" / "macros.h"
+    header.write_text("#define X 1\n")
+    (fake_torch / "lib" / "libc10.so").write_bytes(b"\0")
+    patched = wheel_cache.torch_files(fake_torch)
+    header.write_text("#define X 12\n")
+    assert wheel_cache.torch_files(fake_torch) != patched
+    monkeypatch.setattr(torch, "__file__", str(fake_torch / "__init__.py"))
+    assert wheel_cache.key(stable, csrc) != base, "torch's files"
 
 
 def test_wheel_cache_returns_what_was_stored_under_the_key(tmp_path):

@@ -31,7 +31,7 @@ WRONG_ANSWERS = {
             "    names = [line.split()[-1] for line in nm_lines if line.strip()]\n"
             "    readable = subprocess.run(['c++filt'], input='\\n'.join(names), capture_output=True,\n"
             "                              text=True, check=True).stdout.splitlines()\n"
-            "    return {n for n, r in zip(names, readable) if re.search(r'\\b(at|c10|torch|std)::', r)}\n",
+            "    return {n for n, r in zip(names, readable) if re.search(r'\\b(at|c10|c10d|torch|caffe2|std)::', r)}\n",
             AssertionError,
             r"flagged .*standard library, which is not torch's",
         ),
@@ -52,7 +52,7 @@ WRONG_ANSWERS = {
             "    names = [line.split()[-1] for line in nm_lines if line.strip()]\n"
             "    readable = subprocess.run(['c++filt'], input='\\n'.join(names), capture_output=True,\n"
             "                              text=True, check=True).stdout.splitlines()\n"
-            "    return {r for r in readable if re.search(r'\\b(at|c10|torch)::', r)}\n",
+            "    return {r for r in readable if re.search(r'\\b(at|c10|c10d|torch|caffe2)::', r)}\n",
             AssertionError,
             r"returned names that are not in the lines.*not their demangled text",
         ),
@@ -63,7 +63,7 @@ WRONG_ANSWERS = {
             "    names = [line.split()[-1] for line in nm_lines if line.strip()]\n"
             "    readable = subprocess.run(['c++filt'], input='\\n'.join(names), capture_output=True,\n"
             "                              text=True, check=True).stdout.splitlines()\n"
-            "    return {n for n, text in zip(names, readable) if any(ns in text for ns in ('at::', 'c10::', 'torch::'))}\n",
+            "    return {n for n, text in zip(names, readable) if any(ns in text for ns in ('at::', 'c10::', 'c10d::', 'torch::', 'caffe2::'))}\n",
             AssertionError,
             r"flagged _ZN2cv3Mat6createEiPKii: cv::Mat::create.*match whole namespace names",
         ),
@@ -72,9 +72,69 @@ WRONG_ANSWERS = {
             "std::string::at, whose method at mangles as 2at (passed the old check)",
             "def unstable_symbols(nm_lines):\n"
             "    names = [line.split()[-1] for line in nm_lines if line.strip()]\n"
-            "    return {n for n in names if re.search(r'(?<![0-9])(2at|3c10|5torch)', n)}\n",
+            "    return {n for n in names if re.search(r'(?<![0-9])(2at|3c10|4c10d|5torch|6caffe2)', n)}\n",
             AssertionError,
             r"flagged _ZNSt7__cxx1112basic_string.*2atEm.*std::string::at.*not the namespace",
+        ),
+        (
+            "the rule before the namespaces were listed: at::, c10:: and torch:: only, which misses caffe2::TypeMeta "
+            "(in libc10) and c10d:: (the chapter's own solution before; passed the old check)",
+            "def unstable_symbols(nm_lines):\n"
+            "    names = [line.split()[-1] for line in nm_lines if line.strip()]\n"
+            "    readable = subprocess.run(['c++filt'], input='\\n'.join(names), capture_output=True,\n"
+            "                              text=True, check=True).stdout.splitlines()\n"
+            "    return {n for n, text in zip(names, readable) if re.search(r'\\b(at|c10|torch)::', text)}\n",
+            AssertionError,
+            r"missed _ZN6caffe28TypeMeta13typeMetaDatasEv.*caffe2:: is in the rule",
+        ),
+        (
+            "a thorough prefix test on the mangled names (_ZN, _ZNK, _ZNR, _ZNO, _ZTIN, _ZTVN, _ZTSN for each "
+            "namespace): misses thunks (_ZThn...), TLS wrappers (_ZTH...) and names whose torch type is an argument "
+            "(the three-namespace version passed the old check)",
+            "def unstable_symbols(nm_lines):\n"
+            "    names = [line.split()[-1] for line in nm_lines if line.strip()]\n"
+            "    heads = ('_ZN', '_ZNK', '_ZNR', '_ZNO', '_ZNKR', '_ZNKO', '_ZTIN', '_ZTVN', '_ZTSN')\n"
+            "    spaces = ('2at', '3c10', '4c10d', '5torch', '6caffe2')\n"
+            "    return {n for n in names if n.startswith(tuple(h + s for h in heads for s in spaces))}\n",
+            AssertionError,
+            r"missed _ZThn16_N3c105ErrorD1Ev.*thunk",
+        ),
+        (
+            "demangles, but takes a namespace only at the start or after a space: misses at:: after '<' or '(' "
+            "(the three-namespace version passed the old check)",
+            "def unstable_symbols(nm_lines):\n"
+            "    names = [line.split()[-1] for line in nm_lines if line.strip()]\n"
+            "    readable = subprocess.run(['c++filt'], input='\\n'.join(names), capture_output=True,\n"
+            "                              text=True, check=True).stdout.splitlines()\n"
+            "    return {n for n, text in zip(names, readable)\n"
+            "            if re.search(r'(?:^|\\s)(at|c10|c10d|torch|caffe2)::', text)}\n",
+            AssertionError,
+            r"missed _ZNSt6vectorIN2at6TensorESaIS1_EED1Ev.*template argument",
+        ),
+        (
+            "demangles, but tests only the qualified name (the text before the first '('): misses a torch type "
+            "in the arguments (the three-namespace version passed the old check)",
+            "def unstable_symbols(nm_lines):\n"
+            "    names = [line.split()[-1] for line in nm_lines if line.strip()]\n"
+            "    readable = subprocess.run(['c++filt'], input='\\n'.join(names), capture_output=True,\n"
+            "                              text=True, check=True).stdout.splitlines()\n"
+            "    return {n for n, text in zip(names, readable)\n"
+            "            if re.search(r'\\b(at|c10|c10d|torch|caffe2)::', text.split('(')[0])}\n",
+            AssertionError,
+            r"missed _Z16THPVariable_WrapN2at10TensorBaseE.*in an argument",
+        ),
+        (
+            "demangles, but tests the first '::' component of the text: std::vector<at::Tensor> starts with std "
+            "(the three-namespace version passed the old check)",
+            "def unstable_symbols(nm_lines):\n"
+            "    names = [line.split()[-1] for line in nm_lines if line.strip()]\n"
+            "    readable = subprocess.run(['c++filt'], input='\\n'.join(names), capture_output=True,\n"
+            "                              text=True, check=True).stdout.splitlines()\n"
+            "    first = [text.split('::')[0].split()[-1:] for text in readable]\n"
+            "    return {n for n, head in zip(names, first)\n"
+            "            if head and head[0] in ('at', 'c10', 'c10d', 'torch', 'caffe2')}\n",
+            AssertionError,
+            r"missed _ZNSt6vectorIN2at6TensorESaIS1_EED1Ev",
         ),
     ],
     2: [
@@ -116,6 +176,14 @@ WRONG_ANSWERS = {
             AssertionError,
             r"0x020d00ffffffffff is not 2\.13\.0: the patch byte and the five bytes of ABI tag below the minor must be 0",
         ),
+        (
+            "torch's own macro, TORCH_VERSION_2_13_0: compiles where torch's headers are included, but is not a "
+            "number (the old check rejected it, blaming the byte layout)",
+            "def target_version_flag(major, minor):\n"
+            "    return f'-DTORCH_TARGET_VERSION=TORCH_VERSION_{major}_{minor}_0'\n",
+            AssertionError,
+            r"TORCH_VERSION_2_13_0 is a macro of torch's own headers.*write the number",
+        ),
     ],
 }
 
@@ -123,12 +191,22 @@ WRONG_ANSWERS = {
 RIGHT_ANSWERS = {
     1: [
         (
+            "c++filt given the names as arguments, a namespace after the start or a non-word character, "
+            "caffe2:: and c10d:: listed first",
+            "def unstable_symbols(nm_lines):\n"
+            "    names = [line.split()[-1] for line in nm_lines if line.strip()]\n"
+            "    readable = subprocess.run(['c++filt', *names], capture_output=True, text=True,\n"
+            "                              check=True).stdout.splitlines()\n"
+            "    return {n for n, text in zip(names, readable)\n"
+            "            if re.search(r'(?:^|[^\\w])(caffe2|c10d|c10|at|torch)::', text)}\n",
+        ),
+        (
             "matches whole namespace names with a lookbehind instead of \\b",
             "def unstable_symbols(nm_lines):\n"
             "    names = [line.split()[-1] for line in nm_lines if line.strip()]\n"
             "    readable = subprocess.run(['c++filt'], input='\\n'.join(names), capture_output=True,\n"
             "                              text=True, check=True).stdout.splitlines()\n"
-            "    return {n for n, text in zip(names, readable) if re.search(r'(?<![\\w:])(at|c10|torch)::', text)}\n",
+            "    return {n for n, text in zip(names, readable) if re.search(r'(?<![\\w:])(at|c10|c10d|torch|caffe2)::', text)}\n",
         ),
     ],
     2: [
