@@ -20,7 +20,7 @@ NATIVE_CHAPTERS = ("04_", "05_", "07_", "08_", "91_")
 
 
 def copy_book(tmp_path):
-    for name in ("_config.yml", "book", "notebooks"):
+    for name in ("_config.yml", "README.md", "book", "notebooks"):
         source = REPO_ROOT / name
         if source.is_dir():
             shutil.copytree(source, tmp_path / name, ignore=shutil.ignore_patterns("*.png"))
@@ -57,6 +57,9 @@ def test_repoint_rewrites_config_badges_setup_cells_and_intro(tmp_path):
         original = load_notebook(REPO_ROOT / "notebooks" / path.name)
         assert [c.get("outputs") for c in cells] == [c.get("outputs") for c in original["cells"]]
     assert "github.com/teacher/ml-course.git" in (root / "book" / "intro.md").read_text()
+    readme = (root / "README.md").read_text()
+    assert "github.com/teacher/ml-course.git" in readme and "https://teacher.github.io/ml-course/" in readme
+    assert "extending-pytorch/book" not in readme and "extending-pytorch.github.io" not in readme
 
 
 def test_repoint_refuses_a_malformed_name(tmp_path):

@@ -4,8 +4,9 @@
 
 The repository is set in one place, `repository:` in _config.yml (the site's
 buttons use it); this command rewrites that, and everything that must agree
-with it: every notebook's Colab badge and Colab setup cell, the clone command
-on the introduction page, and the site's base URL (GitHub Pages). Outputs and
+with it: every notebook's Colab badge and Colab setup cell, the clone commands
+of the introduction page and the README, the README's link to the site, and the
+site's base URL (GitHub Pages). Outputs and
 execution counts of the notebooks are left as they are.
 """
 
@@ -68,10 +69,15 @@ def repoint(root: pathlib.Path, repository: str, branch: str) -> list[str]:
             nbformat.write(notebook, path)
             changed.append(path.relative_to(root).as_posix())
 
-    intro = root / "book" / "intro.md"
-    text = intro.read_text().replace(f"github.com/{old_repo}.git", f"github.com/{repository}.git")
-    intro.write_text(text)
-    changed.append("book/intro.md")
+    # The clone commands, and the README's link to the site.
+    for page in ("book/intro.md", "README.md"):
+        path = root / page
+        if not path.exists():
+            continue
+        text = path.read_text().replace(f"github.com/{old_repo}.git", f"github.com/{repository}.git")
+        text = text.replace(f"https://{old_owner}.github.io/{old_name}/", f"https://{owner}.github.io/{name}/")
+        path.write_text(text)
+        changed.append(page)
     return changed
 
 
