@@ -126,7 +126,7 @@ test-oldest: $(OLDEST_STAMP) | check-compiler
 
 $(OLDEST_STAMP): requirements.txt extensions/pyproject.toml | check-python
 	@test -x $(OLDEST_VENV)/bin/python || $(PYTHON) -m venv $(OLDEST_VENV)
-	sed -e 's/^torch==.*/torch==$(OLDEST_TORCH)/' -e 's/^triton==.*/triton==$(OLDEST_TRITON)/' \
+	sed -e 's/^torch==.*/torch==$(OLDEST_TORCH)/' -e 's/^triton==[^;]*/triton==$(OLDEST_TRITON)/' \
 	  requirements.txt > $(OLDEST_VENV)/requirements.txt
 	$(OLDEST_VENV)/bin/python -m pip install --quiet -r $(OLDEST_VENV)/requirements.txt
 	@$(OLDEST_VENV)/bin/python -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "$(OLDEST_TORCH)")' || { \
