@@ -123,6 +123,50 @@ Tensor reduce(const Tensor& per_triplet, std::string_view reduction) {
                       THO_DISPATCH_CASE(torch::headeronly::ScalarType::BFloat16, \
                                         __VA_ARGS__))
 
+// The three gradients, in one launch. With `distances` (the forward's
+// contiguous (batch, 2) tensor in the accumulation type), each row's weights
+// come from its saved distances and the row is read once; without, the kernel
+// reads the row twice: once to recompute its distances, once for its
+// gradients. Fresh contiguous gradients from PyTorch's CUDA allocator start
+// 512-byte aligned, which the kernels' 16-byte stores need (they check it and
+// fall back to element stores otherwise).
+std::tuple<Tensor, Tensor, Tensor> backward_rows(const Tensor& grad_output,
+                                                 const Tensor& anchor, const Tensor& positive,
+                                                 const Tensor& negative, double t1, double t2,
+                                                 double beta, std::string_view reduction,
+                                                 const Tensor* distances) {
+  const torch::stable::accelerator::DeviceGuard guard(anchor.get_device_index());
+  const cudaStream_t stream = current_stream(anchor);
+  const int64_t batch = anchor.size(0);
+  const int64_t dim = anchor.size(1);
+  Tensor grad_a = torch::stable::new_empty(anchor, {batch, dim});
+  Tensor grad_p = torch::stable::new_empty(anchor, {batch, dim});
+  Tensor grad_n = torch::stable::new_empty(anchor, {batch, dim});
+  const Tensor g = torch::stable::contiguous(grad_output);
+  const bool per_row = reduction == "none";
+  const double scale = reduction == "mean" && batch > 0 ? 1.0 / batch : 1.0;
+  EP_DISPATCH_FLOATING_TYPES(anchor.scalar_type(), "triplet_backward_cuda", [&] {
+    using cuda_t = typename CudaType<scalar_t>::type;
+    using distance_t = typename kernels::DistanceType<cuda_t>::type;
+    const auto inputs = kernel_inputs<scalar_t>(anchor, positive, negative, {t1, t2, beta});
+    const auto* g_data = reinterpret_cast<const cuda_t*>(g.const_data_ptr<scalar_t>());
+    const auto out = [](Tensor& t) {
+      return reinterpret_cast<cuda_t*>(t.mutable_data_ptr<scalar_t>());
+    };
+    if (distances != nullptr) {
+      kernels::launch_triplet_backward_from_distances<cuda_t>(
+          inputs, distances->const_data_ptr<distance_t>(), g_data, per_row, scale,
+          out(grad_a), out(grad_p), out(grad_n), stream);
+      check_launch("triplet_hinge_loss_backward_from_distances");
+    } else {
+      kernels::launch_triplet_backward<cuda_t>(inputs, g_data, per_row, scale, out(grad_a),
+                                               out(grad_p), out(grad_n), stream);
+      check_launch("triplet_hinge_loss_backward");
+    }
+  });
+  return {grad_a, grad_p, grad_n};
+}
+
 }  // namespace
 
 Tensor triplet_forward_cuda(const Tensor& anchor, const Tensor& positive,
@@ -146,31 +190,8 @@ std::tuple<Tensor, Tensor, Tensor> triplet_backward_cuda(
     const Tensor& grad_output, const Tensor& anchor, const Tensor& positive,
     const Tensor& negative, double t1, double t2, double beta, std::string_view reduction) {
   check_inputs(anchor, positive, negative, t1, t2, beta, reduction, Backend::CUDA, &grad_output);
-  const torch::stable::accelerator::DeviceGuard guard(anchor.get_device_index());
-  const cudaStream_t stream = current_stream(anchor);
-  const int64_t batch = anchor.size(0);
-  const int64_t dim = anchor.size(1);
-  // Fresh contiguous gradients from PyTorch's CUDA allocator start 512-byte
-  // aligned, which the kernels' 16-byte stores need (they check it and fall
-  // back to element stores otherwise).
-  Tensor grad_a = torch::stable::new_empty(anchor, {batch, dim});
-  Tensor grad_p = torch::stable::new_empty(anchor, {batch, dim});
-  Tensor grad_n = torch::stable::new_empty(anchor, {batch, dim});
-  const Tensor g = torch::stable::contiguous(grad_output);
-  const bool per_row = reduction == "none";
-  const double scale = reduction == "mean" && batch > 0 ? 1.0 / batch : 1.0;
-  EP_DISPATCH_FLOATING_TYPES(anchor.scalar_type(), "triplet_backward_cuda", [&] {
-    using cuda_t = typename CudaType<scalar_t>::type;
-    const auto out = [](Tensor& t) {
-      return reinterpret_cast<cuda_t*>(t.mutable_data_ptr<scalar_t>());
-    };
-    kernels::launch_triplet_backward<cuda_t>(
-        kernel_inputs<scalar_t>(anchor, positive, negative, {t1, t2, beta}),
-        reinterpret_cast<const cuda_t*>(g.const_data_ptr<scalar_t>()), per_row, scale,
-        out(grad_a), out(grad_p), out(grad_n), stream);
-    check_launch("triplet_hinge_loss_backward");
-  });
-  return {grad_a, grad_p, grad_n};
+  return backward_rows(grad_output, anchor, positive, negative, t1, t2, beta, reduction,
+                       nullptr);
 }
 
 // The autograd path (ops.py): the forward also writes each row's two squared
@@ -200,37 +221,15 @@ std::tuple<Tensor, Tensor> triplet_forward_with_distances_cuda(
   return {reduce(per_triplet, reduction), distances};
 }
 
+// The backward, reading the distances the forward saved: one pass over the rows.
 std::tuple<Tensor, Tensor, Tensor> triplet_backward_from_distances_cuda(
     const Tensor& grad_output, const Tensor& anchor, const Tensor& positive,
     const Tensor& negative, const Tensor& distances, double t1, double t2, double beta,
     std::string_view reduction) {
   check_inputs(anchor, positive, negative, t1, t2, beta, reduction, Backend::CUDA, &grad_output,
                &distances);
-  const torch::stable::accelerator::DeviceGuard guard(anchor.get_device_index());
-  const cudaStream_t stream = current_stream(anchor);
-  const int64_t batch = anchor.size(0);
-  const int64_t dim = anchor.size(1);
-  Tensor grad_a = torch::stable::new_empty(anchor, {batch, dim});
-  Tensor grad_p = torch::stable::new_empty(anchor, {batch, dim});
-  Tensor grad_n = torch::stable::new_empty(anchor, {batch, dim});
-  const Tensor g = torch::stable::contiguous(grad_output);
   const Tensor d = torch::stable::contiguous(distances);  // the forward's own: no copy
-  const bool per_row = reduction == "none";
-  const double scale = reduction == "mean" && batch > 0 ? 1.0 / batch : 1.0;
-  EP_DISPATCH_FLOATING_TYPES(anchor.scalar_type(), "triplet_backward_from_distances_cuda", [&] {
-    using cuda_t = typename CudaType<scalar_t>::type;
-    using distance_t = typename kernels::DistanceType<cuda_t>::type;
-    const auto out = [](Tensor& t) {
-      return reinterpret_cast<cuda_t*>(t.mutable_data_ptr<scalar_t>());
-    };
-    kernels::launch_triplet_backward_from_distances<cuda_t>(
-        kernel_inputs<scalar_t>(anchor, positive, negative, {t1, t2, beta}),
-        d.const_data_ptr<distance_t>(),
-        reinterpret_cast<const cuda_t*>(g.const_data_ptr<scalar_t>()), per_row, scale,
-        out(grad_a), out(grad_p), out(grad_n), stream);
-    check_launch("triplet_hinge_loss_backward_from_distances");
-  });
-  return {grad_a, grad_p, grad_n};
+  return backward_rows(grad_output, anchor, positive, negative, t1, t2, beta, reduction, &d);
 }
 
 // The schemas are defined once, in triplet_stable.cpp; the dispatcher picks

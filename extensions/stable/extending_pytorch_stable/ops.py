@@ -79,6 +79,18 @@ def _(grad_output, anchor, positive, negative, distances, t1, t2, beta, reductio
     return tuple(anchor.new_empty(anchor.shape) for _ in range(3))
 
 
+def _input_gradients(ctx, grads):
+    # The three tensors' gradients where autograd asks for them; none for t1,
+    # t2, beta and reduction.
+    return (
+        *(g if need else None for g, need in zip(grads, ctx.needs_input_grad)),
+        None,
+        None,
+        None,
+        None,
+    )
+
+
 # The plain operator's autograd formula: its backward recomputes each row's
 # squared distances, reading every row a second time. triplet_hinge_loss
 # below takes it only when no backward can follow; it stays for callers of
@@ -92,13 +104,7 @@ def _setup_context(ctx, inputs, output):
 def _backward(ctx, grad_output):
     anchor, positive, negative = ctx.saved_tensors
     grads = _backward_op(grad_output, anchor, positive, negative, *ctx.settings)
-    return (
-        *(g if need else None for g, need in zip(grads, ctx.needs_input_grad)),
-        None,
-        None,
-        None,
-        None,
-    )
+    return _input_gradients(ctx, grads)
 
 
 torch.library.register_autograd(
@@ -131,13 +137,7 @@ def _backward_with_distances(ctx, grad_output, _grad_distances):
     grads = _backward_from_distances_op(
         grad_output, anchor, positive, negative, distances, *ctx.settings
     )
-    return (
-        *(g if need else None for g, need in zip(grads, ctx.needs_input_grad)),
-        None,
-        None,
-        None,
-        None,
-    )
+    return _input_gradients(ctx, grads)
 
 
 torch.library.register_autograd(
