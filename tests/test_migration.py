@@ -118,3 +118,74 @@ def test_removed_cpp_apis_fail_to_compile(case, tmp_path):
     assert result.returncode != 0
     assert normalise(message) in normalise(result.stderr), result.stderr
     assert_quoted(message)
+
+
+@pytest.mark.skipif(shutil.which("c++") is None, reason="needs a C++ compiler")
+def test_at_assertm_compiles_and_means_torch_internal_assert(tmp_path):
+    # The page: AT_ASSERTM still compiles, but means TORCH_INTERNAL_ASSERT (whose message
+    # blames PyTorch, not the caller). Fails if it stops compiling or is mapped to anything else.
+    from torch.utils.cpp_extension import include_paths
+
+    from extending_pytorch.build_flags import CXX_STANDARD
+
+    (tmp_path / "legacy.cpp").write_text(
+        '#include <c10/util/Exception.h>\n'
+        'void check(int dim) { AT_ASSERTM(dim == 4, "input must be 4-D"); }\n'
+    )
+    flags = [f"-std={CXX_STANDARD}", *(f"-I{p}" for p in include_paths())]
+    compiled = subprocess.run(
+        ["c++", *flags, "-fsyntax-only", "legacy.cpp"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert compiled.returncode == 0, compiled.stderr
+    expanded = subprocess.run(
+        ["c++", *flags, "-E", "-P", "legacy.cpp"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=True,
+    ).stdout
+    body = expanded[expanded.rindex("void check(int dim)"):]
+    # TORCH_INTERNAL_ASSERT's expansion calls torchInternalAssertFail; TORCH_CHECK's does not.
+    assert "torchInternalAssertFail" in body, body
+    assert "torchCheckFail" not in body, body
+    assert_quoted("`AT_ASSERTM` still compiles, but it now means `TORCH_INTERNAL_ASSERT`")
+
+
+# setuptools and pip do not depend on torch's version.
+@pytest.mark.same_on_every_torch
+def test_setup_py_install_warns_that_it_is_deprecated(tmp_path):
+    import sys
+
+    (tmp_path / "setup.py").write_text(
+        'from setuptools import setup\nsetup(name="legacy_ext", version="0.0", py_modules=[])\n'
+    )
+    result = subprocess.run(
+        [sys.executable, "setup.py", "install", "--root", str(tmp_path / "root")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )
+    message = "SetuptoolsDeprecationWarning: setup.py install is deprecated."
+    assert message in result.stdout + result.stderr, result.stdout + result.stderr
+    assert_quoted(message)
+
+
+@pytest.mark.same_on_every_torch
+def test_isolated_build_does_not_see_torch(tmp_path):
+    # pip builds a project with a pyproject.toml in a fresh environment holding only its build
+    # requirements, which pip fetches from the package index (the only step that needs a network).
+    import sys
+
+    (tmp_path / "setup.py").write_text(
+        'import torch\nfrom setuptools import setup\nsetup(name="legacy_ext", version="0.0", py_modules=[])\n'
+    )
+    (tmp_path / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-cache-dir",
+         "--target", str(tmp_path / "target"), "."],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )
+    output = result.stdout + result.stderr
+    if "No matching distribution found for setuptools" in output:
+        pytest.skip("no package index reachable: pip cannot fetch setuptools for the isolated build")
+    message = "ModuleNotFoundError: No module named 'torch'"
+    assert result.returncode != 0 and message in output, output
+    assert_quoted(message)
