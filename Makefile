@@ -22,10 +22,12 @@
 #                  the Python in GPU_PYTHON (default: .venv's if there is one, else python3), no .venv
 #                  needed, the operators built by load_jit. Without a GPU it writes a record saying so
 #                  to _build/gpu-report/. GPU_REPORT_FLAGS="--budget 300 --quick" and so on.
-#   make test-oldest  every notebook with --nbval-lax (errors, not outputs), and the tests whose
-#                  subject depends on torch's version (not those marked same_on_every_torch), on the
-#                  oldest supported torch ($(OLDEST_TORCH), CPU build) in .venv-oldest, from a copy of
-#                  the working tree in .oldest/ (its extensions are built against that torch)
+#   make test-oldest  reader profile (a), a Linux laptop with a CPU torch and no CUDA toolkit: every
+#                  notebook under strict nbval, and the tests whose subject depends on torch's version
+#                  (not those marked same_on_every_torch), on the oldest supported torch ($(OLDEST_TORCH),
+#                  CPU build) in .venv-oldest, from a copy of the working tree in .oldest/ (its extensions
+#                  built against that torch), with the CUDA toolkit hidden from these processes only
+#                  (tools/without_cuda_toolkit.sh; make test beside it keeps the toolkit)
 #
 # PYTHON picks the interpreter that creates .venv: make test PYTHON=python3.12
 
@@ -54,12 +56,18 @@ CUDA_STAMP := $(CUDA_VENV)/.installed-requirements
 CUDA_EXTRA := nvidia-cuda-cuobjdump==13.2.51
 
 # The oldest torch the book supports, and the triton that torch's CUDA build requires. Its
-# environment takes every other pin from requirements.txt.
+# environment takes every other pin from requirements.txt. It is reader profile (a)'s torch, the
+# CPU build (+cpu, from PyTorch's CPU index; this book's CI has the wheel on local disk), so pip
+# does not download the CUDA build and its CUDA libraries a second time.
 OLDEST_TORCH := 2.13.0
 OLDEST_TRITON := 3.7.1
 OLDEST_VENV := .venv-oldest
 OLDEST_STAMP := $(OLDEST_VENV)/.installed-requirements
 OLDEST_TREE := .oldest
+# Profile (a) has no CUDA toolkit. On a machine that has one, make test-oldest hides it from its own
+# processes in a private mount namespace (see the script), so that the stored outputs are checked
+# against what a laptop without nvcc prints; run from $(OLDEST_TREE), hence the path.
+WITHOUT_CUDA := ../tools/without_cuda_toolkit.sh
 
 .PHONY: gpu-report test test-oldest .venv-oldest book build bench execute emulate clean repoint check-site check-cuda check-python check-compiler
 
@@ -118,24 +126,26 @@ test-oldest: $(OLDEST_STAMP) | check-compiler
 	# A repository of its own, as a clone would be: some tests ask git which files there are.
 	cd $(OLDEST_TREE) && git init --quiet --initial-branch=main && git add --all && \
 	  git -c user.name=ci -c user.email=ci@localhost commit --quiet -m "working tree"
-	cd $(OLDEST_TREE) && ../$(OLDEST_VENV)/bin/python -m pip install --quiet --no-build-isolation -e extensions
-	cd $(OLDEST_TREE) && EXTENDING_PYTORCH_EMULATOR_MODES=fast ../$(OLDEST_VENV)/bin/python -m pytest $(XDIST_FLAGS) --nbval-lax --nbval-current-env \
-	  --ignore-glob='notebooks/_*' -p no:cacheprovider -m "not same_on_every_torch" notebooks tests
+	cd $(OLDEST_TREE) && $(WITHOUT_CUDA) ../$(OLDEST_VENV)/bin/python -m pip install --quiet --no-build-isolation -e extensions
+	cd $(OLDEST_TREE) && EXTENDING_PYTORCH_EMULATOR_MODES=fast $(WITHOUT_CUDA) ../$(OLDEST_VENV)/bin/python -m pytest $(XDIST_FLAGS) \
+	  $(NBVAL_FLAGS) -p no:cacheprovider -m "not same_on_every_torch" $(NOTEBOOKS) tests
 
 .venv-oldest: $(OLDEST_STAMP)
 
 $(OLDEST_STAMP): requirements.txt extensions/pyproject.toml | check-python
 	@test -x $(OLDEST_VENV)/bin/python || $(PYTHON) -m venv $(OLDEST_VENV)
-	sed -e 's/^torch==.*/torch==$(OLDEST_TORCH)/' -e 's/^triton==[^;]*/triton==$(OLDEST_TRITON)/' \
+	sed -e 's/^torch==.*/torch==$(OLDEST_TORCH)+cpu/' -e 's/^triton==[^;]*/triton==$(OLDEST_TRITON)/' \
 	  requirements.txt > $(OLDEST_VENV)/requirements.txt
-	$(OLDEST_VENV)/bin/python -m pip install --quiet -r $(OLDEST_VENV)/requirements.txt
-	@$(OLDEST_VENV)/bin/python -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "$(OLDEST_TORCH)")' || { \
-	  echo "error: $(OLDEST_VENV) did not get torch $(OLDEST_TORCH)." >&2; exit 1; }
+	$(OLDEST_VENV)/bin/python -m pip install --quiet --extra-index-url https://download.pytorch.org/whl/cpu \
+	  -r $(OLDEST_VENV)/requirements.txt
+	@$(OLDEST_VENV)/bin/python -c 'import torch, sys; sys.exit(torch.__version__ != "$(OLDEST_TORCH)+cpu" or torch.version.cuda is not None)' || { \
+	  echo "error: $(OLDEST_VENV) did not get torch $(OLDEST_TORCH)'s CPU build." >&2; exit 1; }
 	@touch $@
 
-repoint: $(STAMP)
+# Text only: the standard library's Python, no .venv (no torch to download).
+repoint: | check-python
 	@test -n "$(REPO)" || { echo "usage: make repoint REPO=owner/name [BRANCH=main]" >&2; exit 1; }
-	$(BIN)/python tools/repoint.py $(REPO) --branch $(or $(BRANCH),main)
+	$(PYTHON) tools/repoint.py $(REPO) --branch $(or $(BRANCH),main)
 
 clean:
 	rm -rf _build .pytest_cache .hypothesis .bench extensions/build extensions/*.egg-info $(OLDEST_TREE)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import pathlib
 import subprocess
+import sys
 
 import pytest
 
@@ -134,7 +136,7 @@ def test_ci_tests_the_oldest_supported_torch_and_the_pages_state_the_range():
     assert "make test-oldest" in script
     result = run_make("-n", "-B", "test-oldest")
     assert result.returncode == 0, result.stderr
-    assert "--nbval-lax" in result.stdout and "notebooks tests" in result.stdout
+    assert "--nbval " in result.stdout and "notebooks tests" in result.stdout
     assert f"torch=={oldest}" in result.stdout
     low, high = (".".join(v.split(".")[:2]) for v in (oldest, pinned))
     stated = f"torch {low} to {high}"
@@ -142,3 +144,66 @@ def test_ci_tests_the_oldest_supported_torch_and_the_pages_state_the_range():
         text = " ".join((REPO_ROOT / page).read_text().split())
         assert stated in text, f"{page} does not say '{stated}'"
         assert f"pins torch {pinned}" in text, f"{page} does not say 'pins torch {pinned}'"
+
+
+def test_repoint_needs_no_virtual_environment():
+    # Editing text must not install the book's environment (torch, several gigabytes) first.
+    result = run_make("-n", "-B", "repoint", "REPO=teacher/course")
+    assert result.returncode == 0, result.stderr
+    assert "tools/repoint.py teacher/course --branch main" in result.stdout
+    assert ".venv" not in result.stdout and "pip install" not in result.stdout, result.stdout
+    # ... and the script imports nothing but the standard library.
+    source = (REPO_ROOT / "tools" / "repoint.py").read_text()
+    imports = {line.split()[1].split(".")[0] for line in source.splitlines()
+               if line.startswith(("import ", "from ")) and "__future__" not in line}
+    assert imports <= {"argparse", "json", "pathlib", "re"}, imports
+
+
+def test_oldest_torch_run_is_profile_a_strict_without_the_cuda_toolkit():
+    # make test-oldest is reader profile (a): strict nbval (stored outputs compared, not only
+    # errors), on torch's CPU build, each command of the copy run with the toolkit hidden.
+    result = run_make("-n", "-B", "test-oldest")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.split("cd .oldest && ")
+    pytest_line = next(line for line in lines if "-m pytest" in line)
+    assert "--nbval " in pytest_line and "--nbval-lax" not in pytest_line, pytest_line
+    assert "--nbval-sanitize-with tests/nbval_sanitize.cfg" in pytest_line
+    for line in lines:
+        if ".venv-oldest/bin/python" in line and line.startswith(("..", "EXTENDING")):
+            assert "../tools/without_cuda_toolkit.sh ../.venv-oldest/bin/python" in line, line
+    assert "torch==2.13.0+cpu" in result.stdout and "download.pytorch.org/whl/cpu" in result.stdout
+
+
+def run_without_toolkit(*command: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(REPO_ROOT / "tools" / "without_cuda_toolkit.sh"), *command],
+        capture_output=True, text=True, timeout=120, cwd=REPO_ROOT,
+    )
+
+
+def has_cuda_toolkit() -> bool:
+    import shutil
+
+    return shutil.which("nvcc") is not None or any(
+        p.is_dir() for p in pathlib.Path("/usr/local").glob("cuda*")
+    )
+
+
+@pytest.mark.skipif(not has_cuda_toolkit(), reason="no CUDA toolkit on this machine: nothing to hide")
+def test_without_cuda_toolkit_hides_nvcc_and_the_toolkit_from_torch_and_the_emulator():
+    # Catches hiding nvcc from PATH only: torch falls back to /usr/local/cuda, and the emulator
+    # looks for CUDA's headers there.
+    probe = (
+        "import os, shutil, sys\n"
+        "print(shutil.which('nvcc'), os.path.exists('/usr/local/cuda'), os.environ.get('CUDA_HOME'))\n"
+        "from torch.utils import cpp_extension\n"
+        "print(cpp_extension._find_cuda_home())\n"
+    )
+    inside = run_without_toolkit(sys.executable, "-c", probe)
+    if "not permitted here" in inside.stderr:
+        pytest.skip("no private mount namespace here: " + inside.stderr.strip())
+    assert inside.returncode == 0, inside.stderr
+    assert inside.stdout.split() == ["None", "False", "None", "None"], inside.stdout + inside.stderr
+    # Beside it, the rest of the machine keeps the toolkit (make test and make check-cuda).
+    outside = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert outside.stdout.split()[3] != "None", outside.stdout

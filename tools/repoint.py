@@ -6,17 +6,19 @@ The repository is set in one place, `repository:` in _config.yml (the site's
 buttons use it); this command rewrites that, and everything that must agree
 with it: every notebook's Colab badge and Colab setup cell, the clone commands
 of the introduction page and the README, the README's link to the site, and the
-site's base URL (GitHub Pages). Outputs and
-execution counts of the notebooks are left as they are.
+site's base URL (GitHub Pages), and the branch the pages workflow publishes from. Outputs and
+execution counts of the notebooks are left as they are, and so is the notebooks' JSON layout.
+
+It needs nothing but Python's standard library (no torch, no .venv): editing text should not
+install several gigabytes first.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import pathlib
 import re
-
-import nbformat
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NAME = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
@@ -56,18 +58,29 @@ def repoint(root: pathlib.Path, repository: str, branch: str) -> list[str]:
     badge = f"colab.research.google.com/github/{old_repo}/blob/{old_branch}/"
     setup = f'REPOSITORY, BRANCH = "{old_repo}", "{old_branch}"'
     for path in sorted((root / "notebooks").glob("*.ipynb")):
-        notebook = nbformat.read(path, as_version=4)
+        notebook = json.loads(path.read_text())
         edited = False
-        for cell in notebook.cells:
-            source = cell.source.replace(
+        for cell in notebook["cells"]:
+            old = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+            source = old.replace(
                 badge, f"colab.research.google.com/github/{repository}/blob/{branch}/"
             )
             source = source.replace(setup, f'REPOSITORY, BRANCH = "{repository}", "{branch}"')
-            if source != cell.source:
-                cell.source, edited = source, True
+            if source != old:
+                # Stored as the notebooks are: a list of lines.
+                cell["source"], edited = source.splitlines(keepends=True), True
         if edited:
-            nbformat.write(notebook, path)
+            path.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
             changed.append(path.relative_to(root).as_posix())
+
+    # The pages workflow publishes the site from the fork's branch.
+    pages = root / ".github" / "workflows" / "pages.yml"
+    if pages.exists():
+        text = pages.read_text()
+        new = text.replace(f"branches: [{old_branch}]", f"branches: [{branch}]")
+        if new != text:
+            pages.write_text(new)
+            changed.append(".github/workflows/pages.yml")
 
     # The clone commands, and the README's link to the site.
     for page in ("book/intro.md", "README.md"):
