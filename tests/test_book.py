@@ -178,6 +178,37 @@ def test_colab_badge_and_setup_cell_agree_with_config(path):
     ), "the Colab setup cell must fetch the repository and branch named in _config.yml"
 
 
+def colab_setup_cell(notebook: dict) -> str:
+    return next(cell_source(c) for c in notebook["cells"]
+                if c["cell_type"] == "code" and "REPOSITORY, BRANCH =" in cell_source(c))
+
+
+# The one line in which chapters' Colab setup cells differ: whether the chapter builds C++.
+SETUP_NATIVE_LINES = (
+    "NATIVE = True  # this chapter builds the package's C++ (and CUDA, where the runtime has a GPU and nvcc)",
+    "NATIVE = False  # this chapter needs no C++: the package's Python part only, no compile",
+)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=CHAPTER_IDS)
+def test_colab_setup_cell_is_the_templates_but_for_its_native_line(path):
+    # One shared text: a fix to the setup cell (the torch check, the install) reaches every
+    # chapter, or this test names the chapter it missed.
+    template = colab_setup_cell(load_notebook(NOTEBOOK_DIR / "_template.ipynb")).splitlines()
+    cell = colab_setup_cell(load_notebook(path)).splitlines()
+    native = [line for line in cell if line.startswith("NATIVE = ")]
+    assert len(native) == 1 and native[0] in SETUP_NATIVE_LINES, (
+        f"{path.name}: the setup cell's NATIVE line must be one of {SETUP_NATIVE_LINES}, got {native}"
+    )
+    same = [SETUP_NATIVE_LINES[0] if line.startswith("NATIVE = ") else line for line in cell]
+    shared = [SETUP_NATIVE_LINES[0] if line.startswith("NATIVE = ") else line for line in template]
+    assert same == shared, f"{path.name}: the Colab setup cell differs from notebooks/_template.ipynb's"
+    # The torch check runs before the package is built against torch.
+    assert cell.index("    %run /content/extending-pytorch/tools/colab_torch.py") < next(
+        i for i, line in enumerate(cell) if "-e /content/extending-pytorch/extensions" in line
+    )
+
+
 MACHINE_PATH = re.compile(
     r"(/root/|/work/|/tmp/|/home/[a-z]|/Users/|[A-Z]:\\\\Users)"
 )
@@ -612,9 +643,7 @@ def test_instructors_page_tables_name_every_chapter():
 
 
 def setup_builds_native_code(notebook: dict) -> bool:
-    setup = next(cell_source(c) for c in notebook["cells"]
-                 if c["cell_type"] == "code" and "REPOSITORY, BRANCH =" in cell_source(c))
-    return "EXTENDING_PYTORCH_SKIP_NATIVE=1" not in setup
+    return "\nNATIVE = True " in colab_setup_cell(notebook)
 
 
 def test_instructors_page_needs_agree_with_the_chapters():

@@ -20,7 +20,7 @@ NATIVE_CHAPTERS = ("04_", "05_", "07_", "08_", "91_")
 
 
 def copy_book(tmp_path):
-    for name in ("_config.yml", "README.md", "book", "notebooks"):
+    for name in ("_config.yml", "README.md", "book", "notebooks", ".github"):
         source = REPO_ROOT / name
         if source.is_dir():
             shutil.copytree(source, tmp_path / name, ignore=shutil.ignore_patterns("*.png"))
@@ -60,6 +60,8 @@ def test_repoint_rewrites_config_badges_setup_cells_and_intro(tmp_path):
     readme = (root / "README.md").read_text()
     assert "github.com/teacher/ml-course.git" in readme and "https://teacher.github.io/ml-course/" in readme
     assert "extending-pytorch/book" not in readme and "extending-pytorch.github.io" not in readme
+    # The pages workflow publishes from the fork's branch (it listed only main).
+    assert "branches: [spring]" in (root / ".github" / "workflows" / "pages.yml").read_text()
 
 
 def test_repoint_refuses_a_malformed_name(tmp_path):
@@ -99,6 +101,8 @@ class FakeShell:
             self.moved.append(line)
         elif name == "pip":
             self.commands.append([sys.executable, "-m", "pip", *shlex.split(line)])
+        elif name == "run":
+            self.commands.append(["%run", *shlex.split(line)])
         else:
             raise AssertionError(f"unexpected magic %{name} {line}")
 
@@ -165,8 +169,13 @@ def test_setup_cell_on_colab_fetches_installs_and_changes_folder(path, monkeypat
     clones = [c[c.index("git"):] for c in commands if "git" in c and "clone" in c]
     pip = [c for c in commands if c[1:4] == ["-m", "pip", "install"]]
     installs = [c for c in pip if "/content/extending-pytorch/extensions" in c]
-    # One clone, one install of the book's package; other pip installs (Triton) are allowed.
-    assert len(clones) == 1 and len(installs) == 1 and len(clones) + len(pip) == len(commands), commands
+    # The torch check: tools/colab_torch.py, run in the kernel, before the package is built
+    # against the torch it leaves.
+    runs = [c for c in commands if c[0] == "%run"]
+    assert runs == [["%run", "/content/extending-pytorch/tools/colab_torch.py"]], commands
+    assert commands.index(runs[0]) < commands.index(installs[0]), commands
+    # One clone, one install of the book's package; other pip installs (ninja) are allowed.
+    assert len(clones) == 1 and len(installs) == 1 and len(clones) + len(pip) + len(runs) == len(commands), commands
     (clone,), (install,) = clones, installs
     assert clone[:2] == ["git", "clone"] and f"https://github.com/{repository}.git" in clone
     assert clone[clone.index("--branch") + 1] == branch
