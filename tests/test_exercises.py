@@ -1,14 +1,15 @@
 """Exercises a learner can trust: each check accepts the solution and rejects a named wrong answer.
 
-The checks are taken from the notebooks themselves (the cell that defines `check_exercise_N`), run in
-a namespace prepared by the chapter's import cell, against the chapter's folded solution and against
-the plausible wrong answers below. A check that let one of them through would make a learner believe
-a wrong answer.
+The checks are taken from the notebooks themselves (the cell that defines `check_exercise_N`), each
+defined in a namespace of its own from its cell's source, as `run_check` does in the notebook
+(extending_pytorch.exercises), and called on the chapter's folded solution and on the plausible wrong
+answers below, which are defined in a namespace prepared by the chapter's import cell, as a reader's
+answer is. A check that let one of them through would make a learner believe a wrong answer.
 """
 
 from __future__ import annotations
 
-import ast
+import json
 import os
 import pathlib
 import re
@@ -17,6 +18,7 @@ import pytest
 from torch.autograd.gradcheck import GradcheckError
 
 from conftest import cell_source, chapter_notebooks, load_notebook
+from extending_pytorch import exercises as exercise_checks
 
 # The checks and the answers are the same code on every torch; each chapter's own solution runs
 # through its check in the notebook, on the oldest torch too (make test-oldest).
@@ -60,9 +62,6 @@ def checks_source(path):
     return pathlib.Path(CHECKS_FROM) / path.name if CHECKS_FROM else path
 
 
-CHECK = re.compile(r"^def (check_exercise_(\d+))\(", re.MULTILINE)
-
-
 def covered_chapters():
     return [p for p in chapter_notebooks() if p.name.startswith(COVERED)]
 
@@ -70,22 +69,16 @@ def covered_chapters():
 def exercises(path):
     """(number, solution cell, check cell) for each exercise of a notebook."""
     cells = load_notebook(path)["cells"]
-    found = []
-    for index, cell in enumerate(cells):
-        if cell["cell_type"] == "code" and (match := CHECK.search(cell_source(cell))):
-            found.append((int(match.group(2)), cells[index - 1], cell))
-    return found
+    return [
+        (number, cells[solution], cells[check])
+        for number, solution, check in exercise_checks.exercise_cells({"cells": cells})
+    ]
 
 
 def namespace(path):
-    """The chapter's imports (the cell that imports the book's package), run in a fresh namespace."""
-    cells = load_notebook(checks_source(path))["cells"]
-    imports = next(
-        cell_source(c) for c in cells
-        if c["cell_type"] == "code" and "import extending_pytorch as ep" in cell_source(c)
-    )
-    names = {"__name__": "exercise_check"}
-    exec(imports, names)
+    """Where answers are defined: the chapter's imports (the cell that imports the book's package), run in a
+    fresh namespace, as in the notebook."""
+    names = exercise_checks.answer_namespace(load_notebook(checks_source(path)))
     # Wrong answers below also use these.
     exec(
         "from torch.autograd import Function\n"
@@ -96,16 +89,13 @@ def namespace(path):
     return names
 
 
-def load_check(path, number, names):
-    """Define check_exercise_<number> (and its helpers) from the notebook; returns (check, answer name)."""
+def load_check(path, number):
+    """check_exercise_<number> (and its helpers) defined from the notebook's check cell in a namespace of
+    its own, as run_check defines it in the notebook (an exercise_checks.Check: call it on an answer)."""
     check_cell = next(c for n, _, c in exercises(checks_source(path)) if n == number)
-    module = ast.parse(cell_source(check_cell))
-    *definitions, call = module.body
-    assert isinstance(call, ast.Expr) and ast.unparse(call.value.func) == f"check_exercise_{number}", (
-        "a check cell ends by calling its check on the solution"
-    )
-    exec(compile(ast.Module(definitions, type_ignores=[]), str(path), "exec"), names)
-    return names[f"check_exercise_{number}"], ast.unparse(call.value.args[0])
+    check = exercise_checks.load_check(cell_source(check_cell), f"{path.name}: check {number}")
+    assert check.number == number, f"the check cell of exercise {number} checks exercise {check.number}"
+    return check
 
 
 def exercise_ids():
@@ -166,10 +156,10 @@ def test_check_accepts_the_solution(path, number, capsys):
     if needs_missing_emulator(path.stem, number):
         pytest.skip("needs the SIMT emulator (g++ and CUDA's headers)")
     names = namespace(path)
-    check, answer = load_check(path, number, names)
+    check = load_check(path, number)
     solution = next(s for n, s, _ in exercises(path) if n == number)
     exec(cell_source(solution), names)
-    check(names[answer])
+    check(names[check.answer])
     assert f"Exercise {number} passed" in capsys.readouterr().out
 
 
@@ -180,9 +170,9 @@ def check_and_answer(stem, number, source):
         pytest.skip("needs the SIMT emulator (g++ and CUDA's headers)")
     path = path_of(stem)
     names = namespace(path)
-    check, answer = load_check(path, number, names)
+    check = load_check(path, number)
     exec(source, names)
-    return check, names[answer]
+    return check, names[check.answer]
 
 
 @pytest.mark.parametrize("stem, number, wrong", WRONG)
@@ -206,3 +196,60 @@ def test_check_accepts_the_named_right_answer(stem, number, right, capsys):
     check, answer = check_and_answer(stem, number, source)
     check(answer)
     assert f"Exercise {number} passed" in capsys.readouterr().out
+
+
+# Checks that compare with the official solution replay its outputs, recorded on the check's own inputs
+# (extending_pytorch/exercise_records/): test_check_accepts_the_solution above runs them on those records.
+RECORDED = [
+    (path, number)
+    for path in covered_chapters()
+    for number, _, check in exercises(path)
+    if "solution=recorded(" in cell_source(check)
+]
+
+
+@pytest.mark.parametrize("path, number", RECORDED, ids=[f"{p.stem}-ex{n}" for p, n in RECORDED])
+def test_recorded_outputs_are_the_official_solutions_today(path, number):
+    stored = json.loads(exercise_checks.records_path(path.stem).read_text())[str(number)]
+    current = exercise_checks.record(path)[str(number)]
+    changed = sorted(key for key in stored.keys() | current.keys() if stored.get(key) != current.get(key))
+    assert not changed, (
+        f"{len(changed)} of the {len(current)} recorded outputs are not the official solution's on the check's "
+        f"inputs today: run {exercise_checks.RECORD_COMMAND}"
+    )
+
+
+@pytest.fixture
+def ipython(tmp_path, monkeypatch):
+    """IPython's own shell, as a notebook's kernel runs cells (each cell's source kept in linecache)."""
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path))
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    config = Config()
+    config.HistoryManager.enabled = False
+    shell = InteractiveShell.instance(config=config)
+    yield shell
+    InteractiveShell.clear_instance()
+
+
+def run_cells(shell, *sources):
+    """Run cells one after the other, as a reader does; returns the last one's error (None if it passed)."""
+    for source in sources:
+        result = shell.run_cell(source, store_history=True)
+    return result.error_in_exec
+
+
+@pytest.mark.parametrize("number, wrong", [(1, "rebinds assert_close"), (2, "replaces the check's helper")])
+def test_run_check_in_ipython_keeps_the_answer_out_of_the_check(ipython, number, wrong, capsys):
+    """The notebook's path: run_check defines the check again from its cell's source, in a namespace of its
+    own, so an answer that rebinds the check's names (in its cell, or when the check calls it) fails."""
+    path = path_of("01_custom_loss")
+    notebook = load_notebook(path)
+    _, solution, check = next(e for e in exercises(path) if e[0] == number)
+    (what, source, error, message), = [w for w in WRONG_ANSWERS[("01_custom_loss", number)] if wrong in w[0]]
+    imports = exercise_checks.import_cell(notebook)
+    assert run_cells(ipython, imports, cell_source(solution), cell_source(check)) is None
+    assert f"Exercise {number} passed" in capsys.readouterr().out
+    failure = run_cells(ipython, source, cell_source(check))
+    assert isinstance(failure, error) and re.search(message, str(failure)), failure

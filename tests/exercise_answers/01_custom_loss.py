@@ -123,6 +123,20 @@ WRONG_ANSWERS = {
             AssertionError,
             r"yours grows by 0\.000 \(neither term goes through F\.relu\)",
         ),
+        (
+            "forgets the constants t1 + beta t2, and its cell rebinds assert_close to accept anything (passed the "
+            "check while the check looked names up in the notebook's namespace; run_check gives it its own)",
+            "def triplet_loss_relu(anchor, positive, negative, t1, t2, beta):\n"
+            "    d_ap = ep.squared_distance(anchor, positive)\n"
+            "    d_an = ep.squared_distance(anchor, negative)\n"
+            "    return (F.relu(d_ap - d_an - t1) + beta * F.relu(d_ap - t2)).mean()\n"
+            "\n"
+            "\n"
+            "def assert_close(*args, **kwargs):\n"
+            "    pass\n",
+            AssertionError,
+            r"the loss differs from the reference",
+        ),
     ],
     2: [
         (
@@ -176,6 +190,19 @@ WRONG_ANSWERS = {
             "    d_ap = ep.squared_distance(anchor, positive)\n"
             "    d_an = ep.squared_distance(anchor, negative)\n"
             "    return (d_an - d_ap > t1).float().mean().item(), (d_ap > t2).float().mean().item()\n",
+            AssertionError,
+            r"push fraction is off",
+        ),
+        (
+            ">= counts the triplets on a boundary, and, when called, replaces the check's helper "
+            "fractions_with_gradient with itself (passed the check while the check's helpers lived in the "
+            "notebook's namespace)",
+            "def active_fractions(anchor, positive, negative, t1, t2):\n"
+            "    d_ap = ep.squared_distance(anchor, positive)\n"
+            "    d_an = ep.squared_distance(anchor, negative)\n"
+            "    fractions = (d_ap - d_an >= t1).float().mean().item(), (d_ap >= t2).float().mean().item()\n"
+            "    globals()['fractions_with_gradient'] = lambda *args: list(fractions)\n"
+            "    return fractions\n",
             AssertionError,
             r"push fraction is off",
         ),

@@ -40,6 +40,20 @@ WRONG_ANSWERS = {
             AssertionError,
             r"\(7, 7\) for \(9, 8, \(3, 2\), \(2, 3\), \(1, 0\), \(2, 1\)\): expected \(4, 3\)",
         ),
+        (
+            "forgets the dilation, and, when called, replaces the check's reference F.conv2d with one that "
+            "agrees with it (passed the check while the check looked F up in the notebook's namespace)",
+            "import types\n"
+            "\n"
+            "\n"
+            "def output_shape(height, width, kernel, stride, padding, dilation):\n"
+            "    shape = tuple((n + 2 * p - (k - 1) - 1) // s + 1\n"
+            "                  for n, k, s, p in zip((height, width), kernel, stride, padding))\n"
+            "    globals()['F'] = types.SimpleNamespace(conv2d=lambda *args, **kwargs: torch.zeros(1, 1, *shape))\n"
+            "    return shape\n",
+            AssertionError,
+            r"\(5, 3\) for \(9, 8, \(3, 2\), \(2, 3\), \(1, 0\), \(2, 1\)\): expected \(4, 3\)",
+        ),
     ],
     2: [
         (
