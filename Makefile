@@ -9,6 +9,10 @@
 #   make execute   re-run every notebook in place, top to bottom, storing fresh outputs
 #   make clean     remove the site, caches and extension builds (keeps .venv)
 #   make repoint REPO=owner/name [BRANCH=main]   point badges, Colab cells and site at a fork
+#   make student-copy DEST=dir   the chapters without their solutions, for a course repository: each
+#                  solution cell a stub that raises NotImplementedError, every output cleared, the checks
+#                  as they are (a check that compares with the official solution reads its outputs,
+#                  recorded in extensions/extending_pytorch/exercise_records/); needs no torch
 #   make check-site  build the site, then check every page in headless Chromium (screenshots in
 #                  _build/screenshots/)
 #   make check-cuda  build, link and load the CUDA extension without a GPU (the CUDA build of torch
@@ -69,7 +73,7 @@ OLDEST_TREE := .oldest
 # against what a laptop without nvcc prints; run from $(OLDEST_TREE), hence the path.
 WITHOUT_CUDA := ../tools/without_cuda_toolkit.sh
 
-.PHONY: gpu-report test test-oldest .venv-oldest book build bench execute emulate clean repoint check-site check-cuda check-python check-compiler
+.PHONY: gpu-report test test-oldest .venv-oldest book build bench execute emulate clean repoint student-copy check-site check-cuda check-python check-compiler
 
 # With the CUDA build of torch and a CUDA toolkit but no GPU (this book's CI), importing
 # torch.utils.cpp_extension logs "No CUDA runtime is found, using CUDA_HOME=..." with a time
@@ -146,6 +150,11 @@ $(OLDEST_STAMP): requirements.txt extensions/pyproject.toml | check-python
 repoint: | check-python
 	@test -n "$(REPO)" || { echo "usage: make repoint REPO=owner/name [BRANCH=main]" >&2; exit 1; }
 	$(PYTHON) tools/repoint.py $(REPO) --branch $(or $(BRANCH),main)
+
+# The standard library's Python too: the checks of the copy need no solution, the copy needs no torch.
+student-copy: | check-python
+	@test -n "$(DEST)" || { echo "usage: make student-copy DEST=dir" >&2; exit 1; }
+	$(PYTHON) tools/student_copy.py $(DEST)
 
 clean:
 	rm -rf _build .pytest_cache .hypothesis .bench extensions/build extensions/*.egg-info $(OLDEST_TREE)
