@@ -42,7 +42,7 @@ pytestmark = [
         reason="the emulator needs g++ and CUDA's cuda_fp16.h (emulator.cuda_include_dir)",
     ),
     # What these test is the emulator's own C++ (simt.h) running CUDA sources: the same on every
-    # torch. torch's load() builds it; chapter 5's notebook does that on the oldest torch too.
+    # torch (chapter 5's notebook runs it on the oldest torch too).
     pytest.mark.same_on_every_torch,
 ]
 
@@ -772,6 +772,23 @@ def test_writes_outside_a_tensor_are_reported_without_a_sanitizer(mode):
     # In bounds: no report, and the values arrive.
     m.unguarded_tail[1, 100](x, y, 100, outputs=["y"])
     assert_close(y, 2 * x)
+
+
+@pytest.mark.parametrize("mode", modes())
+@pytest.mark.skipif(not pathlib.Path("/proc/self/maps").exists(), reason="reads /proc/<pid>/maps")
+def test_a_reader_kernel_runs_in_a_worker_without_torch(mode):
+    # Bug: every worker imported torch as it started (seconds, more under a sanitizer), also
+    # for load_source launches, which need none of it. A fresh worker runs one with tensors
+    # from Python (guard zones and all) and has no torch library loaded.
+    from extending_pytorch.emulator import worker
+
+    emulator.shutdown()
+    m = emulator.load_source(UNGUARDED, name="unguarded", mode=mode, timeout=300)
+    x, y = torch.arange(1.0, 101.0), torch.zeros(100)
+    m.unguarded_tail[1, 100](x, y, 100, outputs=["y"])
+    assert_close(y, 2 * x)
+    maps = pathlib.Path(f"/proc/{worker._workers[mode].process.pid}/maps").read_text()
+    assert "libtorch" not in maps
 
 
 def test_compile_errors_point_at_the_source_line():

@@ -24,7 +24,7 @@ pytestmark = [
         reason="the emulator needs g++ and CUDA's cuda_fp16.h (emulator.cuda_include_dir)",
     ),
     # What these test is the emulator's own C++ (simt.h) running CUDA sources: the same on every
-    # torch. torch's load() builds it; chapter 5's notebook does that on the oldest torch too.
+    # torch (chapter 5's notebook runs it on the oldest torch too).
     pytest.mark.same_on_every_torch,
 ]
 
@@ -267,7 +267,7 @@ def test_build_errors_are_summarised(source, line, hint):
     assert hint in message
     assert len(message.splitlines()) <= 14, message
     log = pathlib.Path(message.rsplit("The whole compiler output: ", 1)[1].strip())
-    assert "Error building extension" in log.read_text()
+    assert f"broken_build.cu:{line}:" in log.read_text()  # the whole output is kept there
 
 
 def test_long_reports_keep_their_beginning():
@@ -398,12 +398,13 @@ def test_the_independent_schedule_reports_a_shuffle_over_a_mask_from_activemask(
     assert out.item() == x.sum().item()  # the other schedules keep every lane not exited
 
 
-def test_warp_aggregated_atomics_are_right_under_the_independent_schedule():
-    # Bug: the independent schedule breaking a right use of __activemask() (a mask of the
-    # calling lane alone must still give every kept element its own slot). (The other
-    # schedules' __activemask() names every lane not exited, lanes that skipped the branch
-    # too: this kernel then writes past its slots; the simt README says so.)
-    m = emulator.load_source(ACTIVEMASK, name="activemask", schedule="independent", timeout=120)
+@pytest.mark.parametrize("schedule", ["independent", "forward", "reverse", "random"])
+def test_warp_aggregated_atomics_are_right_in_every_schedule(schedule):
+    # Bugs: the independent schedule breaking a right use of __activemask() (a mask of the
+    # calling lane alone must still give every kept element its own slot); the other
+    # schedules' __activemask() naming every lane not exited, lanes that skipped the branch
+    # too (the kernel then counted them and wrote past its slots).
+    m = emulator.load_source(ACTIVEMASK, name="activemask", schedule=schedule, timeout=120)
     keep = (torch.arange(64) % 3 != 0).int()
     counter, slots = torch.zeros(1, dtype=torch.int32), torch.full((64,), -1, dtype=torch.int32)
     m.aggregated_append[1, 64](counter, slots, keep, 60)
@@ -411,6 +412,47 @@ def test_warp_aggregated_atomics_are_right_under_the_independent_schedule():
     assert counter.item() == kept
     assert sorted(slots[:kept].tolist()) == [i for i in range(60) if keep[i]]
     assert (slots[kept:] == -1).all()
+
+
+RENDEZVOUS = r"""
+// Lanes 0-7 leave; the odd and the even lanes left read the mask at two calls.
+__global__ void branch_masks(unsigned* out) {
+  const unsigned lane = threadIdx.x % 32;
+  if (lane < 8) return;
+  unsigned mask;
+  if (lane % 2) {
+    mask = __activemask();
+  } else {
+    mask = __activemask();
+  }
+  out[threadIdx.x] = mask;
+}
+
+// Lane i loops trips[i] times: at iteration k the lanes still looping read the mask.
+__global__ void loop_masks(const int* trips, unsigned* out) {
+  for (int k = 0; k < trips[threadIdx.x]; ++k) out[k * 32 + threadIdx.x] = __activemask();
+}
+"""
+
+
+@pytest.mark.parametrize("schedule", ["forward", "reverse", "random"])
+def test_activemask_names_the_lanes_that_reach_it_together(schedule):
+    # Bug: __activemask() named every lane of the warp that had not exited when the
+    # calling lane ran (lanes of the other branch and lanes yet to exit too, depending on
+    # the schedule). It is a rendezvous: the lanes at the same call, once no other lane of
+    # the warp can get there, as lanes a GPU runs converged.
+    m = emulator.load_source(RENDEZVOUS, name="rendezvous", schedule=schedule, seed=3, timeout=120)
+    out = torch.zeros(64, dtype=torch.int32)
+    m.branch_masks[1, 64](out)
+    lane = torch.arange(64) % 32
+    expected = torch.where(lane < 8, 0, torch.where(lane % 2 == 1, 0xAAAAAA00, 0x55555500))
+    assert (out.long() & 0xFFFFFFFF).tolist() == expected.tolist()
+    trips = (torch.arange(32) % 4 + 1).int()
+    out = torch.zeros(4 * 32, dtype=torch.int32)
+    m.loop_masks[1, 32](trips, out)
+    looping = [sum(1 << i for i in range(32) if trips[i] > k) for k in range(4)]
+    expected = [looping[k] if trips[i] > k else 0 for k in range(4) for i in range(32)]
+    assert (out.long() & 0xFFFFFFFF).tolist() == expected
 
 
 # ---- GPU-like rules (load_source(..., gpu_like=True)) -----------------------------------------
@@ -570,3 +612,41 @@ def test_host_code_may_name_its_own_blockDim_and_gridDim():
     x = torch.zeros(300)
     m.fill_index[3, 128](x, 300, outputs=["x"])
     assert x.tolist() == [float(i) for i in range(300)]
+
+
+WITH_TORCH_HEADERS = r"""
+#include <ATen/ATen.h>
+
+__global__ void add_one(const float* x, float* y, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i] + 1.0f;
+}
+
+// Host code of an extension's .cu file, beside its kernel.
+at::Tensor add_one_host(const at::Tensor& x) { return x + 1; }
+"""
+
+
+def test_a_source_that_includes_torch_headers_builds_and_its_kernels_run():
+    # Bug: load_source's builds stopped giving torch's headers and libraries (the worker no
+    # longer imports torch for a reader's kernels), so a .cu file with host code on at::Tensor
+    # failed ("ATen/ATen.h: No such file"). It is built with them, and torch loaded first.
+    m = emulator.load_source(WITH_TORCH_HEADERS, name="with_torch_headers", timeout=300)
+    x, y = torch.arange(100.0), torch.empty(100)
+    m.add_one[1, 128](x, y, 100, outputs=["y"])
+    assert_close(y, x + 1)
+
+
+@pytest.mark.skipif(torch.version.cuda is None,
+                    reason="a CPU build of torch lacks CUDA's headers and libraries that ATen/cuda needs")
+def test_an_extensions_whole_cuda_file_builds_and_its_kernel_runs():
+    # Bug: a .cu file that links torch's CUDA library (at::cuda::getCurrentCUDAStream in its
+    # host code) built but did not load ("undefined symbol: ...getCurrentCUDAStream..."), so
+    # none of its kernels could run. tests/emulator/torch_extension.cu has the shape of
+    # pytorch/extension-cpp's muladd.cu.
+    m = emulator.load_source(pathlib.Path(__file__).parent / "emulator" / "torch_extension.cu",
+                             timeout=300)
+    assert m.unbound == {}
+    x, out = torch.randn(1000), torch.empty(1000)
+    m.scale_shift_kernel[4, 256](1000, x, 2.0, 0.5, out, outputs=["out"])
+    assert_close(out, x * 2.0 + 0.5)

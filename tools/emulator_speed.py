@@ -8,6 +8,8 @@ Two launches from extensions/csrc/simt/examples/softmax_rows.cu: an empty kernel
 a row softmax on 4096 x 1024 floats with a warp per row (10 shuffles per warp), next to
 torch.softmax on the CPU for scale. Each time is the median of repeated launches from
 Python, so it includes moving the tensors to the emulator's worker process and back.
+Last, what a fresh worker process costs: load_source of the module already built, after
+emulator.shutdown() (the worker starts, and loads the library).
 Nothing is asserted: the numbers are shown (the simt README quotes them, with the machine).
 """
 
@@ -55,7 +57,13 @@ def main(argv=None) -> None:
         (f"softmax, {rows} x 1024 floats, a warp per row",
          lambda: module.softmax_rows[rows // 8, 256](x, y, rows, 1024)),
         (f"torch.softmax, {rows} x 1024 floats (CPU, one thread)", lambda: torch.softmax(x, 1)),
+        ("a fresh worker: load_source of a module already built", lambda: fresh_worker()),
     ]
+
+    def fresh_worker():
+        emulator.shutdown()
+        emulator.load_source(SOURCE)
+
     print(f"{cpu_name()}, {os.cpu_count()} cores, torch {torch.__version__}")
     print(f"{'launch':58} {'median':>10} {'IQR':>10}")
     for label, fn in cases:

@@ -232,6 +232,7 @@ enum class Kind : int {
   ballot,
   any,
   all,
+  activemask,
 };
 
 inline const char* kind_name(Kind kind) {
@@ -245,6 +246,7 @@ inline const char* kind_name(Kind kind) {
     case Kind::ballot: return "__ballot_sync()";
     case Kind::any: return "__any_sync()";
     case Kind::all: return "__all_sync()";
+    case Kind::activemask: return "__activemask()";
     default: return "nothing";
   }
 }
@@ -315,6 +317,7 @@ struct Block {
   unsigned exited = 0;
   unsigned barrier_waiting = 0;
   unsigned barrier_first = 0;
+  unsigned activemask_waiting = 0;  // threads waiting at an __activemask() (the rendezvous)
   // Per warp: the lanes waiting at a warp collective, and the lanes that have exited.
   std::vector<unsigned> warp_waiting, warp_exited;
 };
@@ -409,6 +412,7 @@ std::string where(const Thread& t);
 [[noreturn]] void fail(Thread& self, const std::string& message);
 void warp_collective(Thread& self);
 void block_barrier(Thread& self);
+unsigned activemask_rendezvous(Thread& self);
 void run_launch(Launch& launch);
 #else
 #if defined(SIMT_SEPARATE_RUNTIME)
@@ -618,7 +622,8 @@ SIMT_RUNTIME_FN void check_warp_arrival(Thread& self) {
                      format_dim(other->idx) + "), which has exited the kernel: the collective " +
                      "would never complete");
     }
-    if (other->state != State::waiting) continue;
+    // (A lane at an __activemask() goes on once this one waits, as a runnable lane would.)
+    if (other->state != State::waiting || other->arrival.kind == Kind::activemask) continue;
     const bool names_me = other->arrival.kind != Kind::syncthreads &&
                           (other->arrival.mask & (1u << self.lane));
     if (!named && !names_me) continue;
@@ -754,6 +759,53 @@ SIMT_RUNTIME_FN void block_barrier(Thread& self) {
   }
   if (self.state == State::waiting) to_scheduler(self, false);
   tsan_acquire(&self.block->barrier_sync);
+}
+
+// __activemask() outside the independent schedule: a rendezvous. The thread waits until
+// no lane of its warp can run (each has exited, waits at a collective or at an
+// __activemask()); the lanes waiting at this same __activemask() then go on together,
+// each with their mask, as the lanes a GPU runs converged there would. Lanes that took
+// another branch, wait elsewhere or have exited are not in it. (The scheduler completes
+// rendezvous when no thread of the block can run: release_activemask.)
+SIMT_RUNTIME_FN unsigned activemask_rendezvous(Thread& self) {
+  {
+    [[maybe_unused]] Internal internal;
+    ++self.block->activemask_waiting;
+    self.state = State::waiting;
+  }
+  to_scheduler(self, false);
+  [[maybe_unused]] Internal internal;
+  return self.result_bits;
+}
+
+// No thread of the block can run: each group of lanes of a warp waiting at the same
+// __activemask() goes on with the group's mask. Whether any went on.
+SIMT_RUNTIME_FN bool release_activemask(Block& block) {
+  if (block.activemask_waiting == 0) return false;
+  const auto waits_at = [](const Thread& t, const Arrival& site) {
+    return t.state == State::waiting && t.arrival.kind == Kind::activemask &&
+           same_collective(t.arrival, site);
+  };
+  for (unsigned warp = 0; warp < block.warps; ++warp) {
+    Thread* lanes = block.threads.data() + size_t{warp} * 32;
+    const size_t count = std::min<size_t>(32, block.threads.size() - size_t{warp} * 32);
+    for (size_t lane = 0; lane < count; ++lane) {
+      if (!waits_at(lanes[lane], lanes[lane].arrival)) continue;
+      const Arrival site = lanes[lane].arrival;  // the group: lanes waiting at this call
+      unsigned group = 0;
+      for (size_t other = lane; other < count; ++other) {
+        if (waits_at(lanes[other], site)) group |= 1u << other;
+      }
+      for (size_t other = lane; other < count; ++other) {
+        if (!(group & (1u << other))) continue;
+        lanes[other].result_bits = group;
+        lanes[other].arrival.kind = Kind::none;
+        lanes[other].state = State::runnable;
+        --block.activemask_waiting;
+      }
+    }
+  }
+  return true;
 }
 
 // A thread leaves the kernel: nobody may be waiting for it.
@@ -949,7 +1001,7 @@ SIMT_RUNTIME_FN void run_block(Launch& launch, Block& block, std::mt19937_64& rn
   block.warps = (n + 31) / 32;
   block.warp_sync.assign(block.warps, 0);
   block.error.clear();
-  block.exited = block.barrier_waiting = block.barrier_first = 0;
+  block.exited = block.barrier_waiting = block.barrier_first = block.activemask_waiting = 0;
   block.warp_waiting.assign(block.warps, 0);
   block.warp_exited.assign(block.warps, 0);
 #if defined(SIMT_FAST_SWITCH)
@@ -997,6 +1049,7 @@ SIMT_RUNTIME_FN void run_block(Launch& launch, Block& block, std::mt19937_64& rn
       progress = true;
       if (!block.error.empty()) break;
     }
+    if (!progress && block.error.empty()) progress = release_activemask(block);
   }
   current_block = nullptr;
   std::string error = block.error;
@@ -1429,18 +1482,20 @@ inline int __all_sync(unsigned mask, int predicate,
                       std::source_location site = std::source_location::current()) {
   return static_cast<int>(::simt::detail::vote(::simt::detail::Kind::all, mask, predicate, site));
 }
-// The lanes of the warp that have not exited (the emulator has no notion of
-// which lanes a GPU happens to run converged); under Schedule::independent only
-// the calling lane, as a GPU since Volta may return wherever the warp diverged.
-inline unsigned __activemask() {
+// The lanes of the warp that reach this __activemask() together: a rendezvous of the
+// lanes that can get there (activemask_rendezvous), as a warp that runs converged
+// where it can; under Schedule::independent the calling lane alone, as a GPU since
+// Volta may return wherever the warp diverged.
+inline unsigned __activemask(std::source_location site = std::source_location::current()) {
   auto& self = ::simt::detail::self_or_die("__activemask");
   if (::simt::options().schedule == ::simt::Schedule::independent) return 1u << self.lane;
-  unsigned mask = 0;
-  for (unsigned lane = 0; lane < 32; ++lane) {
-    auto* t = ::simt::detail::lane_thread(self, lane);
-    if (t && t->state != ::simt::detail::State::done) mask |= 1u << lane;
+  {
+    [[maybe_unused]] ::simt::detail::Internal internal;
+    self.arrival = {};
+    self.arrival.kind = ::simt::detail::Kind::activemask;
+    self.arrival.site = site;
   }
-  return mask;
+  return ::simt::detail::activemask_rendezvous(self);
 }
 
 // ---- Atomics (real atomics: ThreadSanitizer sees them as such) -----------------

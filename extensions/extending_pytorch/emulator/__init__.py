@@ -21,16 +21,21 @@ Three build modes:
 
 and four schedules: the order in which blocks, and threads within a block,
 run until their next collective: ``"forward"``, ``"reverse"`` and
-``"random"`` (with ``seed``), so that order-dependent bugs show; and
-``"independent"``: forward order, with ``__activemask()`` returning only the
-calling lane, an outcome a GPU since Volta allows wherever a warp may have
-diverged, so that a shuffle over a mask read from ``__activemask()`` that
-reads another lane is reported.
+``"random"`` (with ``seed``), so that order-dependent bugs show, in which
+``__activemask()`` is a rendezvous (the lanes of the warp that reach that call
+together, once no other lane can get there); and ``"independent"``: forward
+order, with ``__activemask()`` returning only the calling lane, an outcome a
+GPU since Volta allows wherever a warp may have diverged, so that a shuffle
+over a mask read from ``__activemask()`` that reads another lane is reported.
 
 Every emulated call runs in a worker process, one per mode, started at the
 first call: a sanitizer's runtime must be loaded before anything else
 (LD_PRELOAD), and a kernel that crashes takes down the worker, not your
-Python session; the crash report comes back as a RuntimeError.
+Python session; the crash report comes back as a RuntimeError. The worker
+imports torch only for the book's kernels and for a source that includes
+torch's headers: a ``load_source`` launch gets its tensors as memory and
+addresses (a fresh worker starts in a fraction of a second, also under a
+sanitizer).
 
 The API:
 

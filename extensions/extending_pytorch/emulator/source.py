@@ -25,11 +25,13 @@ from extending_pytorch.emulator.toolchain import (
     DEFAULT_TIMEOUT,
     SCHEDULES,
     SIMT_DIR,
+    _build_library,
     _check_mode,
+    _cxx,
     _digest,
-    _load_extension,
     _mode_flags,
     _simt_files,
+    _torch_flags,
     _torch_variant,
     _write_if_changed,
     cuda_include_dir,
@@ -130,6 +132,16 @@ class _SourceLibrary:
                              call)
 
 
+def includes_torch(text: str, headers=()) -> bool:
+    """Whether a source, or a local header it includes (path, text), includes torch's
+    headers (torch/, ATen/, c10/): its library is then built with them and linked with
+    torch, which the worker imports before loading it."""
+    import re
+
+    pattern = re.compile(r'^\s*#\s*include\s*[<"](torch|ATen|c10)/', re.M)
+    return any(pattern.search(t) for t in (text, *(header for _, header in headers)))
+
+
 def _source_library(mode: str, text: str, filename: str, instantiations=(), headers=None):
     include = cuda_include_dir()
     bindings = _bindings(parse_kernels(text), instantiations)
@@ -139,10 +151,12 @@ def _source_library(mode: str, text: str, filename: str, instantiations=(), head
     # under the same name).
     headers = (_local_headers(text, filename) if headers is None
                else {pathlib.Path(path): header for path, header in headers})
-    key = _digest(mode, _mode_flags(mode), include, _torch_variant(), program,
+    with_torch = includes_torch(text, headers.items())
+    key = _digest(mode, _mode_flags(mode), include, _cxx(), program,
+                  (_torch_variant(), _torch_flags()) if with_torch else "no torch",
                   *(f"{p}\n{p.read_text()}" for p in _simt_files()),
                   *(f"{p}\n{t}" for p, t in headers.items()))[:16]
-    directory = BUILD_ROOT / f"{mode}-{_torch_variant()}" / f"source-{key}"
+    directory = BUILD_ROOT / mode / f"source-{key}"  # torch is neither included nor linked
     directory.mkdir(parents=True, exist_ok=True)
     source = _mirror_local_headers(headers, filename, directory) / "kernels_cu.cpp"
     _write_if_changed(source, program)
@@ -150,8 +164,8 @@ def _source_library(mode: str, text: str, filename: str, instantiations=(), head
     includes = [SIMT_DIR / "include", SIMT_DIR, include]
     if pathlib.Path(filename).is_file():  # its quoted #includes are relative to it
         includes.insert(2, pathlib.Path(filename).parent)
-    _load_extension(name, [source], mode, includes, directory, python_module=False)
-    return _SourceLibrary(directory / f"{name}.so", bindings, mode)
+    library = _build_library(name, source, mode, includes, directory, with_torch=with_torch)
+    return _SourceLibrary(library, bindings, mode)
 
 
 def _mirror_local_headers(headers: dict, filename: str, directory: pathlib.Path) -> pathlib.Path:

@@ -1,6 +1,8 @@
 """The emulator's build toolchain: g++, CUDA's half-precision headers, the
 build modes (their flags and the sanitizer runtimes their workers preload),
-and the build itself (torch.utils.cpp_extension.load), cached by content."""
+and the builds, cached by content: a reader's kernels with g++ alone (their
+library needs no torch, so neither does the worker that loads it), the book's
+through torch.utils.cpp_extension.load."""
 
 from __future__ import annotations
 
@@ -159,6 +161,12 @@ def cuda_include_description() -> str:
     return text
 
 
+def _cxx() -> str:
+    """The compiler the builds run: torch.utils.cpp_extension.get_cxx_compiler()'s choice
+    ($CXX, else c++) on Linux, without importing torch."""
+    return os.environ.get("CXX", "c++")
+
+
 def _compiler() -> str:
     compiler = shutil.which(os.environ.get("CXX", "g++")) or shutil.which("g++")
     if compiler is None:
@@ -289,14 +297,12 @@ def _runtime_object(mode: str) -> pathlib.Path:
     """simt.h's runtime compiled for `mode` (runtime.cpp), once per build of the emulator's
     sources: every module of that mode links it instead of compiling the runtime again
     (about three quarters of a small kernel's build in memory mode)."""
-    from torch.utils.cpp_extension import get_cxx_compiler
-
     cflags, _ = _mode_flags(mode)
     include = cuda_include_dir()
-    compiler = get_cxx_compiler()  # the compiler torch's load() compiles the modules with
+    compiler = _cxx()  # the compiler torch's load() compiles the book's modules with
     key = _digest(mode, cflags, include, compiler,
                   *(f"{p}\n{p.read_text()}" for p in _simt_files()))[:16]
-    directory = BUILD_ROOT / f"{mode}-{_torch_variant()}"
+    directory = BUILD_ROOT / mode  # it does not depend on torch
     target = directory / f"runtime-{key}.o"
     if target.exists():
         return target
@@ -339,6 +345,77 @@ def _load_extension(name, sources, mode, include_dirs, directory, python_module=
         log = directory / "build-error.log"
         log.write_text(str(error))
         raise RuntimeError(summarize_build_error(str(error), mode, log)) from None
+
+
+def _build_library(name, source, mode, include_dirs, directory, with_torch=False) -> pathlib.Path:
+    """directory/name.so: one C++ source built for `mode` with the compiler alone and
+    linked with simt.h's runtime; with torch's headers and libraries only `with_torch`
+    (the worker loads it with ctypes, torch first where it links torch). Rebuilt where it
+    is missing, or older than the source or a header the compiler read (its dependency
+    file lists them, as ninja's would)."""
+    cflags, ldflags = _mode_flags(mode)
+    if with_torch:
+        cflags, ldflags = [*cflags, *_torch_flags()[0]], [*ldflags, *_torch_flags()[1]]
+    target, dependencies = directory / f"{name}.so", directory / f"{name}.d"
+    if _up_to_date(target, dependencies):
+        return target
+    directory.mkdir(parents=True, exist_ok=True)
+    partial = directory / f"{name}.{os.getpid()}"  # two processes may build at once
+    # Compiled, then linked: the counting build's -fsanitize=thread instruments the code
+    # but must not link ThreadSanitizer's runtime (its ldflags say what to link).
+    compile_command = [_cxx(), "-fPIC", *cflags, "-DSIMT_SEPARATE_RUNTIME",
+                       *(f"-I{d}" for d in include_dirs), "-MMD", "-MF", f"{partial}.d",
+                       "-c", str(source), "-o", f"{partial}.o"]
+    link_command = [_cxx(), "-shared", f"{partial}.o", str(_runtime_object(mode)), *ldflags,
+                    "-o", f"{partial}.so"]
+    for command in (compile_command, link_command):
+        if os.environ.get("EXTENDING_PYTORCH_EMULATOR_VERBOSE") == "1":
+            print(" ".join(command), file=sys.stderr)
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode != 0:
+            log = directory / "build-error.log"
+            log.write_text(" ".join(command) + "\n" + result.stdout + result.stderr)
+            raise RuntimeError(summarize_build_error(result.stdout + result.stderr, mode, log))
+    os.remove(f"{partial}.o")
+    os.replace(f"{partial}.d", dependencies)
+    os.replace(f"{partial}.so", target)
+    return target
+
+
+def _torch_flags() -> tuple[list[str], list[str]]:
+    """Compiler and linker flags of a source that includes torch's headers, as
+    torch.utils.cpp_extension.load would give it (its include and library paths, the
+    C++ ABI, Python's headers) for a library that is not a Python module."""
+    import sysconfig
+
+    import torch
+    from torch.utils.cpp_extension import include_paths, library_paths
+
+    cflags = [*(f"-isystem{p}" for p in include_paths()), f"-isystem{sysconfig.get_paths()['include']}",
+              f"-D_GLIBCXX_USE_CXX11_ABI={int(torch.compiled_with_cxx11_abi())}"]
+    libraries = ["c10", "torch_cpu", "torch", "torch_python"]
+    # A CUDA build of torch: its CUDA libraries too (host code that asks for the current
+    # stream links c10_cuda; importing torch loads them anyway, GPU or not).
+    libraries += [name for name in ("c10_cuda", "torch_cuda")
+                  if any((pathlib.Path(p) / f"lib{name}.so").exists() for p in library_paths())]
+    ldflags = [*(f"-L{p}" for p in library_paths()), *(f"-Wl,-rpath,{p}" for p in library_paths()),
+               *(f"-l{name}" for name in libraries)]
+    return cflags, ldflags
+
+
+def _up_to_date(target: pathlib.Path, dependencies: pathlib.Path) -> bool:
+    """Whether `target` exists and is newer than every file its dependency file names."""
+    if not target.exists() or not dependencies.exists():
+        return False
+    # "target: a.cpp b.h \<newline> c.h", a space in a name escaped with a backslash.
+    text = dependencies.read_text().replace("\\\n", " ")
+    names = re.split(r"(?<!\\)\s+", text.split(": ", 1)[-1].strip())
+    built = target.stat().st_mtime
+    for name in filter(None, names):
+        path = pathlib.Path(name.replace("\\ ", " "))
+        if not path.exists() or path.stat().st_mtime > built:
+            return False
+    return True
 
 
 # What a first compiler error usually means on the emulator, and what to do.

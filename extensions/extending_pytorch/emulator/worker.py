@@ -5,6 +5,7 @@ the worker, not the reader's Python), and how tensors travel to them."""
 from __future__ import annotations
 
 import ctypes
+import mmap
 import os
 import pathlib
 import pickle
@@ -33,19 +34,28 @@ from extending_pytorch.emulator.toolchain import (
 # expanded (stride 0) or sharing memory with another argument. The storages of a
 # call's arguments go through shared memory (_SharedStorages), the rest through
 # the pipe; every storage starts 64-byte aligned on both sides, so the alignment
-# of a view's first element is kept too.
+# of a view's first element is kept too. The worker does not import torch for a
+# load_source launch (its start took seconds, and a sanitizer's longer): the dtype
+# travels as its name, the storages as memory the worker allocates (_Memory), and a
+# tensor argument as a _View of it; the book's kernels, which allocate tensors, get
+# torch tensors over the same memory.
 
 
 class _TensorRef:
-    def __init__(self, storage, dtype, size, stride, offset):
-        self.storage, self.dtype, self.size, self.stride, self.offset = (
-            storage, dtype, size, stride, offset)
+    def __init__(self, storage, dtype, itemsize, size, stride, offset):
+        self.storage, self.dtype, self.itemsize = storage, dtype, itemsize  # dtype: its name
+        self.size, self.stride, self.offset = size, stride, offset
+
+
+def _is_tensor(value) -> bool:
+    torch = sys.modules.get("torch")  # no torch imported: no tensor either
+    return torch is not None and isinstance(value, torch.Tensor)
 
 
 def _pack(value, storages: list, index: dict, originals: list | None = None):
-    import torch
+    if _is_tensor(value):
+        import torch
 
-    if isinstance(value, torch.Tensor):
         storage = value.untyped_storage()
         key = storage.data_ptr(), storage.nbytes()
         if key not in index:
@@ -53,8 +63,8 @@ def _pack(value, storages: list, index: dict, originals: list | None = None):
             storages.append(torch.empty(0, dtype=torch.uint8).set_(storage))
             if originals is not None:
                 originals.append(storage)
-        return _TensorRef(index[key], value.dtype, tuple(value.shape), value.stride(),
-                          value.storage_offset())
+        return _TensorRef(index[key], str(value.dtype).removeprefix("torch."), value.element_size(),
+                          tuple(value.shape), value.stride(), value.storage_offset())
     if isinstance(value, (list, tuple)):
         return type(value)(_pack(v, storages, index, originals) for v in value)
     if isinstance(value, dict):
@@ -62,20 +72,26 @@ def _pack(value, storages: list, index: dict, originals: list | None = None):
     return value
 
 
-def _unpack(value, storages: list):
+def _unpack(value, make):
+    """`value` with each _TensorRef replaced by make(ref)."""
+    if isinstance(value, _TensorRef):
+        return make(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_unpack(v, make) for v in value)
+    if isinstance(value, dict):
+        return {k: _unpack(v, make) for k, v in value.items()}
+    return value
+
+
+def _tensor_over(storages: list):
+    """make(ref) for _unpack: a torch tensor, the view `ref` of its uint8 storage."""
     import torch
 
-    if isinstance(value, _TensorRef):
-        buffer, shift = storages[value.storage], 0
-        if isinstance(buffer, _Guarded):  # the storage starts GUARD bytes in
-            buffer, shift = buffer.buffer, GUARD // value.dtype.itemsize
-        return torch.empty(0, dtype=value.dtype).set_(
-            buffer.untyped_storage(), value.offset + shift, value.size, value.stride)
-    if isinstance(value, (list, tuple)):
-        return type(value)(_unpack(v, storages) for v in value)
-    if isinstance(value, dict):
-        return {k: _unpack(v, storages) for k, v in value.items()}
-    return value
+    def make(ref):
+        return torch.empty(0, dtype=getattr(torch, ref.dtype)).set_(
+            storages[ref.storage].untyped_storage(), ref.offset, ref.size, ref.stride)
+
+    return make
 
 
 # ---- Guard zones: writes outside a tensor's memory, seen without a sanitizer -----------------
@@ -87,50 +103,97 @@ def _unpack(value, storages: list):
 # storage, one that jumps over the guard, and reads (the memory mode's AddressSanitizer sees
 # all of those, and runs without guards, which would hide them from it).
 GUARD = 4096  # a multiple of every element size and of 64: alignment is kept
+# The zones' bytes: they change from byte to byte, so that a kernel storing one constant
+# (0, or any byte) past the end is seen wherever it lands.
+_GUARD_PATTERN = bytes((i * 167 + 0xA7) % 251 for i in range(GUARD))
 
 
-def _guard_pattern():
-    """The zones' bytes: they change from byte to byte, so that a kernel storing one
-    constant (0, or any byte) past the end is seen wherever it lands."""
-    import torch
+class _Memory:
+    """A storage's bytes in the worker: copied from `address` into memory of their own,
+    from posix_memalign (64-byte aligned; in memory mode its bounds are AddressSanitizer's
+    as the allocation is exact), between two guard zones where `guarded`."""
 
-    return ((torch.arange(GUARD) * 167 + 0xA7) % 251).to(torch.uint8)
+    def __init__(self, address: int, nbytes: int, guarded: bool):
+        libc = _libc()
+        self.nbytes, guard = nbytes, GUARD if guarded else 0
+        pointer = ctypes.c_void_p()
+        if libc.posix_memalign(ctypes.byref(pointer), 64, nbytes + 2 * guard) != 0:
+            raise MemoryError(f"the worker could not allocate {nbytes + 2 * guard} bytes")
+        self.base = pointer.value or 0
+        self.address = self.base + guard  # the storage's first byte
+        self.guarded = guarded
+        if guarded:
+            ctypes.memmove(self.base, _GUARD_PATTERN, GUARD)
+            ctypes.memmove(self.address + nbytes, _GUARD_PATTERN, GUARD)
+        ctypes.memmove(self.address, address, nbytes)
 
+    def violation(self) -> str | None:
+        """What was written outside the storage (offsets in bytes from its start), or None."""
+        if not self.guarded:
+            return None
+        n, parts = self.nbytes, []
+        for zone, offset in ((self.base, -GUARD), (self.address + n, n)):
+            found = ctypes.string_at(zone, GUARD)
+            if found != _GUARD_PATTERN:
+                changed = [i for i, (a, b) in enumerate(zip(found, _GUARD_PATTERN)) if a != b]
+                parts.append(f"bytes {offset + changed[0]} to {offset + changed[-1]}")
+        if not parts:
+            return None
+        return " and ".join(parts) + f", outside its memory (bytes 0 to {n - 1})"
 
-class _Guarded:
-    """A storage's bytes between two guard zones: buffer[GUARD : GUARD + nbytes]."""
+    def free(self):
+        if self.base:
+            _libc().free(self.base)
+        self.base = self.address = 0
 
-    def __init__(self, storage):
+    def as_tensor(self):
+        """A torch uint8 tensor over the storage's bytes (the book's kernels)."""
         import torch
 
-        self.nbytes = storage.numel()
-        self.buffer = torch.empty(self.nbytes + 2 * GUARD, dtype=torch.uint8)
-        self.buffer[:GUARD] = _guard_pattern()
-        self.buffer[GUARD + self.nbytes :] = _guard_pattern()
-        self.buffer[GUARD : GUARD + self.nbytes].copy_(storage)
-
-    def contents(self):
-        return self.buffer[GUARD : GUARD + self.nbytes]
+        if self.nbytes == 0:
+            return torch.empty(0, dtype=torch.uint8)
+        return torch.frombuffer((ctypes.c_ubyte * self.nbytes).from_address(self.address),
+                                dtype=torch.uint8)
 
 
-def _guard_violations(buffers: list) -> list[tuple[int, str]]:
-    """(storage index, what was written where) for each storage whose guards changed."""
-    found = []
-    for i, guarded in enumerate(buffers):
-        if not isinstance(guarded, _Guarded):
-            continue
-        buffer, n = guarded.buffer, guarded.nbytes
-        before = (buffer[:GUARD] != _guard_pattern()).nonzero()
-        after = (buffer[GUARD + n :] != _guard_pattern()).nonzero()
-        # Offsets in bytes from the start of the tensor's memory (its storage).
-        parts = []
-        if len(before):
-            parts.append(f"bytes {int(before[0]) - GUARD} to {int(before[-1]) - GUARD}")
-        if len(after):
-            parts.append(f"bytes {n + int(after[0])} to {n + int(after[-1])}")
-        if parts:
-            found.append((i, " and ".join(parts) + f", outside its memory (bytes 0 to {n - 1})"))
-    return found
+class _View:
+    """A tensor argument of a load_source launch in the worker, without torch: where its
+    first element is, and its shape (the traffic counter reads them)."""
+
+    def __init__(self, ref: _TensorRef, memory: _Memory):
+        self.ref, self.memory = ref, memory
+        self.shape = ref.size
+
+    def data_ptr(self) -> int:
+        return self.memory.address + self.ref.offset * self.ref.itemsize
+
+    def element_size(self) -> int:
+        return self.ref.itemsize
+
+    def stride(self) -> tuple:
+        return self.ref.stride
+
+    def numel(self) -> int:
+        count = 1
+        for size in self.ref.size:
+            count *= size
+        return count
+
+
+_libc_handle = None
+
+
+def _libc():
+    global _libc_handle
+    if _libc_handle is None:
+        libc = ctypes.CDLL(None)  # the process's own symbols: a preloaded sanitizer's first
+        libc.posix_memalign.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t,
+                                        ctypes.c_size_t]
+        libc.posix_memalign.restype = ctypes.c_int
+        libc.free.argtypes = [ctypes.c_void_p]
+        libc.free.restype = None
+        _libc_handle = libc
+    return _libc_handle
 
 
 class _SharedStorages:
@@ -156,7 +219,8 @@ class _SharedStorages:
             os.ftruncate(fd, total)
         finally:
             os.close(fd)
-        self.slices = _map_shared(self.handle())
+        mapping = torch.from_file(self.path, shared=True, size=total, dtype=torch.uint8)
+        self.slices = [mapping[offset : offset + size] for offset, size in self.layout]
         for piece, storage in zip(self.slices, storages):
             piece.copy_(storage)
 
@@ -171,15 +235,17 @@ class _SharedStorages:
                 pass
 
 
-def _map_shared(handle) -> list:
-    """The storages of a _SharedStorages handle, as uint8 views of the shared file."""
-    import torch
-
+def _map_shared(handle):
+    """The worker's side of a _SharedStorages handle: (the mapping, to keep while the
+    addresses are used; the address of each storage), without torch."""
     path, total, layout = handle
     if path is None:
-        return [torch.empty(0, dtype=torch.uint8) for _ in layout]
-    mapping = torch.from_file(path, shared=True, size=total, dtype=torch.uint8)
-    return [mapping[offset : offset + size] for offset, size in layout]
+        return None, [0 for _ in layout]
+    with open(path, "r+b") as file:
+        mapping = mmap.mmap(file.fileno(), total)
+    view = (ctypes.c_ubyte * total).from_buffer(mapping)
+    base = ctypes.addressof(view)
+    return (mapping, view), [base + offset for offset, _ in layout]
 
 
 def _send(fd: int, obj) -> None:
@@ -214,68 +280,83 @@ def _receive(fd: int, timeout: float | None = None):
 
 
 def _serve(read_fd: int, write_fd: int, mode: str) -> None:
-    """The worker's loop: build and load what is asked, call it, answer."""
+    """The worker's loop: build and load what is asked, call it, answer (torch is
+    imported where a target needs it: _load_target)."""
     # The sanitizer runtime is loaded; compilers started from here must not load it.
     os.environ.pop("LD_PRELOAD", None)
-    import logging
-
-    # (Its warning that no CUDA runtime is found is beside the point here.)
-    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
-    import torch
-
-    torch.set_num_threads(1)
-    libc = ctypes.CDLL(None)
     targets = {}
     while True:
         try:
             request = _receive(read_fd)
         except EOFError:
             return
-        module = None
+        module, memories, mapping = None, [], None
         try:
             target, function, settings, shared, args, kwargs = request
-            storages = _map_shared(shared)
             if target not in targets:
-                from extending_pytorch.emulator.book import _book_module
-                from extending_pytorch.emulator.source import _source_library
-
-                if target[0] == "book":
-                    targets[target] = _book_module(mode, target[1])
-                else:
-                    targets[target] = _source_library(mode, *target[1:])
+                targets[target] = _load_target(mode, target)
             module = targets[target]
             module.configure(*settings)
             names = module.storage_names(function, args) if hasattr(module, "storage_names") else {}
-            # Each storage copied out of the shared file: into its own allocation, so that
-            # AddressSanitizer sees its bounds (memory mode), or between guard zones.
-            buffers = ([s.clone() for s in storages] if mode == "memory"
-                       else [_Guarded(s) for s in storages])
-            args = _unpack(args, buffers)
-            kwargs = _unpack(kwargs, buffers)
-            result = getattr(module, function)(*args, **kwargs)
-            violations = _guard_violations(buffers)
+            # Each storage copied out of the shared file into memory of its own: its bounds
+            # are AddressSanitizer's (memory mode), or it lies between guard zones.
+            mapping, addresses = _map_shared(shared)
+            memories = [_Memory(address, size, guarded=mode != "memory")
+                        for address, (_, size) in zip(addresses, shared[2])]
+            if target[0] == "book":
+                make = _tensor_over([m.as_tensor() for m in memories])
+            else:
+                def make(ref):
+                    return _View(ref, memories[ref.storage])
+            result = getattr(module, function)(*_unpack(args, make), **_unpack(kwargs, make))
+            violations = [(i, where) for i, m in enumerate(memories) if (where := m.violation())]
             if violations:
                 what = "; ".join(f"{names.get(i, f'tensor argument #{i + 1}')}: {where}"
                                  for i, where in violations)
                 raise RuntimeError(f"the kernel wrote outside the memory it was given: {what}. "
                                    "Check the guard (if (i < n)) of its stores. (Its other "
                                    "writes are not copied back.)")
-            out_storages, out_index = [], {}
+            out_storages = []
             written = target[0] == "source"  # a launch writes into its arguments: send them back
             if written:
-                for piece, buffer in zip(storages, buffers):
-                    piece.copy_(buffer.contents() if isinstance(buffer, _Guarded) else buffer)
+                for address, memory in zip(addresses, memories):
+                    ctypes.memmove(address, memory.address, memory.nbytes)
             counted = module.counter.take() if module.counter is not None else []
-            reply = ("ok", _pack(result, out_storages, out_index), out_storages, written, counted)
+            reply = ("ok", _pack(result, out_storages, {}), out_storages, written, counted)
         except Exception as error:  # reported to the caller as it was raised
             kind = type(error).__name__ if type(error).__name__ in _RERAISED else "RuntimeError"
             if module is not None and module.counter is not None:
                 module.counter.take()  # a failed call's counts are not kept
             reply = ("error", (kind, str(error)), None, None, None)
-        libc.fflush(None)
+        _libc().fflush(None)
         sys.stdout.flush()
         sys.stderr.flush()
-        _send(write_fd, reply)
+        _send(write_fd, reply)  # (a result's tensors are pickled here: the memory may go)
+        for memory in memories:
+            memory.free()
+        del mapping
+
+
+def _load_target(mode: str, target: tuple):
+    """Build (if needed) and load a target: ("book", csrc) or ("source", text, filename,
+    instantiations, headers). torch is imported for the book's kernels (their binding
+    allocates tensors) and for a source that includes torch's headers (its library links
+    torch) only."""
+    from extending_pytorch.emulator.source import _source_library, includes_torch
+
+    if target[0] == "book" or includes_torch(target[1], target[4]):
+        import logging
+
+        # (Its warning that no CUDA runtime is found is beside the point here.)
+        logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+        import torch
+
+        torch.set_num_threads(1)
+    if target[0] == "book":
+        from extending_pytorch.emulator.book import _book_module
+
+        return _book_module(mode, target[1])
+    return _source_library(mode, *target[1:])
 
 
 # Exceptions the worker raises that reach the caller as the same type.
@@ -297,7 +378,12 @@ class _Worker:
         from_worker_r, from_worker_w = os.pipe()
         self.stdout = tempfile.TemporaryFile()
         self.stderr = tempfile.TemporaryFile()
+        # The package's __init__ imports torch (its chapters' helpers): the worker stands
+        # an empty package in for it, so that only what a call needs is imported.
         code = (
+            "import sys, types; package = types.ModuleType('extending_pytorch'); "
+            f"package.__path__ = [{str(pathlib.Path(__file__).resolve().parents[1])!r}]; "
+            "sys.modules['extending_pytorch'] = package; "
             "from extending_pytorch.emulator.worker import _serve; "
             f"_serve({to_worker_r}, {from_worker_w}, {self.mode!r})"
         )
@@ -373,7 +459,9 @@ class _Worker:
                 raise _RERAISED[kind](message)
             if counted:
                 _add_counts(counted)
-            return _unpack(result, out_storages), (shared.slices if written else None), originals
+            if out_storages:
+                result = _unpack(result, _tensor_over(out_storages))
+            return result, (shared.slices if written else None), originals
 
 
 def _shorten(text: str, head: int = 200_000, tail: int = 20_000) -> str:
