@@ -11,8 +11,9 @@
 #   make repoint REPO=owner/name [BRANCH=main]   point badges, Colab cells and site at a fork
 #   make student-copy DEST=dir   the chapters without their solutions, for a course repository: each
 #                  solution cell a stub that raises NotImplementedError, every output cleared, the checks
-#                  as they are (a check that compares with the official solution reads its outputs,
-#                  recorded in extensions/extending_pytorch/exercise_records/); needs no torch
+#                  as they are: each runs in a namespace of its own that the answer cannot change
+#                  (run_check), and one that compares with the official solution reads its outputs,
+#                  recorded in extensions/extending_pytorch/exercise_records/; needs no torch
 #   make check-site  build the site, then check every page in headless Chromium (screenshots in
 #                  _build/screenshots/)
 #   make check-cuda  build, link and load the CUDA extension without a GPU (the CUDA build of torch
