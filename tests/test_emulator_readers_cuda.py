@@ -616,15 +616,27 @@ def test_host_code_may_name_its_own_blockDim_and_gridDim():
 
 @pytest.mark.skipif(torch.version.cuda is None,
                     reason="a CPU build of torch lacks CUDA's headers and libraries that ATen/cuda needs")
-def test_an_extensions_whole_cuda_file_builds_and_its_kernel_runs():
+def test_an_extensions_whole_cuda_file_builds_and_its_kernel_and_host_functions_run():
     # Bugs: a .cu file that links torch's CUDA library (at::cuda::getCurrentCUDAStream in its
     # host code) built but did not load ("undefined symbol: ...getCurrentCUDAStream..."), so
-    # none of its kernels could run; and, once the worker stopped importing torch for a
-    # reader's kernels, builds without torch's headers ("ATen/Operators.h: No such file").
-    # tests/emulator/torch_extension.cu has the shape of pytorch/extension-cpp's muladd.cu.
+    # none of its kernels could run; once the worker stopped importing torch for a reader's
+    # kernels, builds without torch's headers ("ATen/Operators.h: No such file"); and its host
+    # functions were out of reach (their device checks want CUDA tensors, their launches a
+    # CUDA stream): the CPU shim of module.host. tests/emulator/torch_extension.cu has the
+    # shape of pytorch/extension-cpp's muladd.cu.
     m = emulator.load_source(pathlib.Path(__file__).parent / "emulator" / "torch_extension.cu",
                              timeout=300)
     assert m.unbound == {}
     x, out = torch.randn(1000), torch.empty(1000)
     m.scale_shift_kernel[4, 256](1000, x, 2.0, 0.5, out, outputs=["out"])
     assert_close(out, x * 2.0 + 0.5)
+    assert dir(m.host) == ["scale_shift_cuda", "scale_shift_out_cuda"]
+    assert_close(m.host.scale_shift_cuda(x[::2], 3.0, -1.0), x[::2] * 3.0 - 1.0)
+    out = torch.zeros(1000)
+    m.host.scale_shift_out_cuda(x, 0.5, 2.0, out)  # writes its out tensor in place
+    assert_close(out, x * 0.5 + 2.0)
+    with pytest.raises(RuntimeError, match="x must be float32, got double"):
+        m.host.scale_shift_cuda(x.double(), 1.0, 0.0)
+    with pytest.raises(AttributeError, match=r"'scale_shift' is not a host function .* "
+                                             r"scale_shift_cuda, scale_shift_out_cuda"):
+        m.host.scale_shift

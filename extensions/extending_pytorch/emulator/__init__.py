@@ -42,7 +42,9 @@ The API:
 - ``load_source(source, mode="fast")``: build your own .cu code (a string or
   a path); returns a module whose ``__global__`` functions launch like CUDA's
   ``kernel<<<grid, block>>>(args)``: ``module.kernel[grid, block](args)``,
-  with CPU tensors for pointer parameters.
+  with CPU tensors for pointer parameters; an extension's whole .cu file
+  (torch's headers, host code) builds too, its host functions on ``at::Tensor``
+  called as ``module.host.name(args)`` through a CPU shim (source.HostFunctions).
 - ``triplet_hinge_loss``, ``triplet_forward``, ``triplet_backward``,
   ``involution``, ``involution_forward``, ``involution_backward``: the book's
   kernels (csrc/cuda/triplet.cu, involution.cu) through a binding that makes

@@ -307,9 +307,36 @@ def _template_parameters(text: str, mask: str, start: int, end: int):
     return names, kinds, required
 
 
-def _namespace_at(mask: str, position: int) -> str:
+def parse_host_functions(text: str) -> list[str]:
+    """The qualified names of the host functions defined in `text` at namespace scope
+    that return at::Tensor (torch::Tensor), or void and take one: an extension's entry
+    points. A name
+    defined more than once (overloads, or in two namespaces) is left out."""
+    mask = code_mask(text)
+    tensor = r"(?:at|torch)::Tensor"
+    found = []
+    for m in re.finditer(rf"(?:\b{tensor}|\bvoid)\s+([A-Za-z_]\w*)\s*\(", mask):
+        close = _matching_paren(mask, m.end() - 1)
+        if close < 0 or not mask[close + 1 :].lstrip().startswith("{"):
+            continue  # a declaration, or a call
+        if not m.group(0).startswith(("at::", "torch::")) and not re.search(
+                tensor, mask[m.end() : close]):
+            continue  # void, without a tensor parameter
+        statement = mask[max(mask.rfind(c, 0, m.start()) for c in ";{}") + 1 : m.start()]
+        if re.search(r"\b(__global__|__device__|template)\b", statement):
+            continue
+        namespace = _namespace_at(mask, m.start(), functions_too=True)
+        if namespace is None:
+            continue  # inside a function or a class
+        found.append(f"{namespace}::{m.group(1)}" if namespace else m.group(1))
+    short = [name.split("::")[-1] for name in found]  # Python calls them by these
+    return [name for name, own in zip(found, short) if short.count(own) == 1]
+
+
+def _namespace_at(mask: str, position: int, functions_too: bool = False) -> str | None:
     """The named namespaces enclosing `position` ("a::b"; unnamed ones add nothing: what
-    they hold is reachable from the namespace around them)."""
+    they hold is reachable from the namespace around them); with `functions_too`, None
+    where a block that is not a namespace (a function's, a class's) encloses it."""
     stack = []
     for m in re.finditer(r"\b(?:inline\s+)?namespace\s*([A-Za-z_][\w:]*)?\s*\{|[{}]", mask[:position]):
         if m.group(0) == "}":
@@ -319,6 +346,8 @@ def _namespace_at(mask: str, position: int) -> str:
             stack.append(None)
         else:
             stack.append(m.group(1) or "")
+    if functions_too and None in stack:
+        return None  # (asked by parse_host_functions): inside a block that is no namespace
     return "::".join(name for name in stack if name)
 
 

@@ -16,6 +16,7 @@ from extending_pytorch.emulator.signatures import (
     KernelSignature,
     _pointer_dtypes,
     _thunks,
+    parse_host_functions,
     parse_instantiation,
     parse_kernels,
     template_arguments,
@@ -67,9 +68,11 @@ def _bindings(kernels: list[KernelSignature], instantiations) -> list[Binding]:
 class _SourceLibrary:
     """A reader's kernels, built and loaded in the worker; launched through ctypes."""
 
-    def __init__(self, path: pathlib.Path, bindings: list[Binding], mode: str):
+    def __init__(self, path: pathlib.Path, bindings: list[Binding], mode: str,
+                 host_namespace: str | None = None):
         self.library = ctypes.CDLL(str(path))
         self.bindings = {b.key: (i, b) for i, b in enumerate(bindings)}
+        self.host_namespace = host_namespace  # torch.ops.<it>: the host functions
         # In the counting build: counts each launch (emulator.traffic()).
         self.counter = NativeCounter(self.library) if mode == "traffic" else None
 
@@ -101,6 +104,13 @@ class _SourceLibrary:
             if p.pointer and index is not None:
                 names[index] = f"{names[index]} and {p.name}" if index in names else p.name
         return names
+
+    def host(self, name, args):
+        """Call a host function of the source (registered as torch.ops.<namespace>.<name>)
+        with torch tensors."""
+        import torch
+
+        return getattr(getattr(torch.ops, self.host_namespace), name.split("::")[-1])(*args)
 
     def launch(self, key, grid, block, shared, values):
         number, binding = self.bindings[key]
@@ -146,12 +156,17 @@ def _source_library(mode: str, text: str, filename: str, instantiations=(), head
     include = cuda_include_dir()
     bindings = _bindings(parse_kernels(text), instantiations)
     program = rewrite(text, filename) + "\n" + _thunks(bindings)
+    host_namespace = None
     # The local headers (as load_source read them) are part of the key: an edited header
     # makes another module (a worker that loaded the old one cannot load a rebuilt library
     # under the same name).
     headers = (_local_headers(text, filename) if headers is None
                else {pathlib.Path(path): header for path, header in headers})
     with_torch = includes_torch(text, headers.items())
+    if with_torch:
+        # The CPU shim, and the host functions registered as torch ops (module.host).
+        host_namespace = "simt_host_" + _digest(text, filename, instantiations, *headers.items())[:12]
+        program = cpu_shim(program) + _host_glue(parse_host_functions(text), host_namespace)
     key = _digest(mode, _mode_flags(mode), include, _cxx(), program,
                   (_torch_variant(), _torch_flags()) if with_torch else "no torch",
                   *(f"{p}\n{p.read_text()}" for p in _simt_files()),
@@ -165,7 +180,51 @@ def _source_library(mode: str, text: str, filename: str, instantiations=(), head
     if pathlib.Path(filename).is_file():  # its quoted #includes are relative to it
         includes.insert(2, pathlib.Path(filename).parent)
     library = _build_library(name, source, mode, includes, directory, with_torch=with_torch)
-    return _SourceLibrary(library, bindings, mode)
+    return _SourceLibrary(library, bindings, mode, host_namespace)
+
+
+# The CPU shim of a source that includes torch's headers: its CPU tensors stand for CUDA
+# tensors (device checks ask for the CPU), its current CUDA stream is the emulator's one
+# stream (a null cudaStream_t), and its CUDA error checks read the emulator's runtime
+# functions (c10's would ask a CUDA driver): replacements within a line, so lines keep
+# their numbers.
+_CPU_SHIM = [
+    (r"\b(?:at|c10)::cuda::getCurrentCUDAStream\s*\(\s*\)", "cudaStream_t{}"),
+    (r"\b((?:at|c10|torch)::)?DeviceType::CUDA\b", r"\1DeviceType::CPU"),
+    (r"\b((?:at|c10|torch)::)?kCUDA\b", r"\1kCPU"),
+    (r"\.is_cuda\(\s*\)", ".is_cpu()"),
+    (r"\bC10_CUDA_KERNEL_LAUNCH_CHECK\s*\(\s*\)", "::simt::cuda_check(cudaGetLastError())"),
+    (r"\bC10_CUDA_CHECK\s*\(", "::simt::cuda_check("),
+]
+# Before the rewritten source's #line 1: it adds no line to the source's numbering.
+_CPU_SHIM_PRELUDE = """namespace simt {
+inline void cuda_check(cudaError_t error) {
+  if (error != cudaSuccess) throw std::runtime_error(std::string("CUDA error: ") + cudaGetErrorString(error));
+}
+}  // namespace simt
+"""
+
+
+def cpu_shim(program: str) -> str:
+    """`program` (rewrite's output: simt.h's #include, then #line 1) with the CPU shim's
+    replacements (_CPU_SHIM) and what they call."""
+    import re
+
+    for pattern, replacement in _CPU_SHIM:
+        program = re.sub(pattern, replacement, program)
+    include, rest = program.split("\n", 1)
+    return f"{include}\n{_CPU_SHIM_PRELUDE}{rest}"
+
+
+def _host_glue(names: list[str], namespace: str) -> str:
+    """The host functions registered as torch ops of `namespace`, their schemas inferred
+    from their C++ types (torch::Library::def with a function pointer)."""
+    if not names:
+        return ""
+    lines = ['#line 1 "<simt host glue>"', "#include <torch/library.h>",
+             f"TORCH_LIBRARY({namespace}, m) {{"]
+    lines += [f'  m.def("{name.split("::")[-1]}", &::{name});' for name in names]
+    return "\n".join([*lines, "}"]) + "\n"
 
 
 def _mirror_local_headers(headers: dict, filename: str, directory: pathlib.Path) -> pathlib.Path:
@@ -262,13 +321,7 @@ class Kernel:
             checked.append((params[index].name, values[index]))
         for _, tensor in checked:
             _poison_view(tensor).fill_(_poison_value(tensor))
-        module = self._module
-        _, storages, originals = _worker(counting_mode(module.mode)).call(
-            module._target(), "launch", _settings(module.schedule, module.seed, module.max_blocks, module.gpu_like),
-            (name, grid, block, shared, values), {}, module.timeout)
-        # The kernel wrote into the worker's copies: copy every storage back.
-        for original, written in zip(originals, storages):
-            torch.empty(0, dtype=torch.uint8).set_(original).copy_(written)
+        self._module._call("launch", (name, grid, block, shared, values))
         for parameter, tensor in checked:
             check_written(tensor, name, parameter)
 
@@ -328,6 +381,42 @@ def _struct_parameters(kernel: KernelSignature, source: str) -> list:
         or re.search(rf"(?<!enum )\b(struct|class)\s+{re.escape(p.base.split('::')[-1])}\b", source))]
 
 
+class HostFunctions:
+    """The host functions of a source that includes torch's headers (an extension's .cu
+    file): ``module.host.name(args)`` calls ``name`` in the worker, through the CPU shim.
+
+    Those found are the functions at namespace scope that return ``at::Tensor``, or
+    return nothing and take one, each by its own name where that is unique. They are registered as torch ops (schemas
+    inferred from their C++ types), so they take CPU tensors and numbers (double,
+    int64_t, bool) and return what they return; tensors they write are updated in place.
+    The shim lets the host code run on the CPU as it would on a GPU: ``kCUDA`` and
+    ``DeviceType::CUDA`` read as the CPU's (a device check for CUDA tensors passes for CPU
+    tensors), ``.is_cuda()`` as ``.is_cpu()``, and ``at::cuda::getCurrentCUDAStream()``
+    is the emulator's one stream (a null ``cudaStream_t``); its ``<<<>>>`` launches run in
+    the emulator, with its reports. Not there: ``TORCH_LIBRARY_IMPL(..., CUDA, ...)``
+    registrations (CPU tensors never reach the CUDA key; call the function itself).
+    """
+
+    def __init__(self, module: "EmulatedModule", names: list[str]):
+        self._module = module
+        self._names = {name.split("::")[-1]: name for name in names}
+
+    def __dir__(self):
+        return sorted(self._names)
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name not in self._names:
+            known = ", ".join(sorted(self._names)) or "none"
+            raise AttributeError(f"{name!r} is not a host function of the source on at::Tensor "
+                                 f"(its host functions: {known})")
+        return lambda *args: self._module._call("host", (self._names[name], args))
+
+    def __repr__(self):
+        return f"<host functions of {self._module.filename!r}: {', '.join(sorted(self._names)) or 'none'}>"
+
+
 class EmulatedModule:
     """The kernels of one CUDA source, built for the emulator (see load_source).
 
@@ -349,6 +438,8 @@ class EmulatedModule:
         for k in self.kernels.values():
             self._launchers[k.qualified] = TemplateKernel(self, k) if k.template else Kernel(self, Binding(k))
         self._structs: dict[str, list[str]] = {}
+        self.host = HostFunctions(self, parse_host_functions(source) if includes_torch(
+            source, self._headers) else [])
         names = [k.name for k in self.kernels.values()]
         for k in self.kernels.values():
             # A kernel named like the module's own attributes (seed, mode, ...) is an
@@ -396,6 +487,18 @@ class EmulatedModule:
                 del self._launchers[binding.key]
                 raise
         return self._launchers[binding.key]
+
+    def _call(self, function: str, args: tuple):
+        """Call `function` of the library in the worker with `args`; the call wrote into
+        the worker's copies of the tensors: every storage is copied back."""
+        import torch
+
+        result, storages, originals = _worker(counting_mode(self.mode)).call(
+            self._target(), function, _settings(self.schedule, self.seed, self.max_blocks, self.gpu_like),
+            args, {}, self.timeout)
+        for original, written in zip(originals, storages):
+            torch.empty(0, dtype=torch.uint8).set_(original).copy_(written)
+        return result
 
     def _describe(self) -> None:
         """Build and load (in the worker); learn which parameters take structs."""
@@ -460,6 +563,10 @@ def load_source(source, *, mode="fast", name="kernel", schedule="forward", seed=
     ["scale<float, 4>", ...]`` builds those with the module instead of one build
     each. A parameter whose type the emulator does not know by name (a typedef, an
     enum) takes a number, converted to its type by the compiled glue.
+
+    A source that includes torch's headers (an extension's whole .cu file, host code
+    and all) is built with them, and its host functions on ``at::Tensor`` are
+    ``module.host.name(...)``, called through a CPU shim (HostFunctions).
 
     ``gpu_like=True`` trades two of the strict rules for what hardware tolerates:
     threads that have exited count as arrived at ``__syncthreads()`` (and are not
