@@ -6,6 +6,8 @@ import importlib.util
 import json
 import os
 import pathlib
+import re
+import shutil
 
 import pytest
 import torch
@@ -29,6 +31,53 @@ def pytest_configure(config):
         "same_on_every_torch: what this tests does not depend on torch's version; "
         "make test-oldest leaves it out",
     )
+
+
+# Reader profiles (book/setup.md, "Where the book runs"). The stored outputs come from profile (b):
+# the pinned torch's CUDA build, with nvcc, no GPU. A cell whose output is a fact of that machine
+# carries one of these tags, and strict nbval compares its output only where that fact holds; on
+# another machine the cell must still run without error. (nbval-ignore-output never compares.)
+#   output-pinned-torch   what the pinned torch (and the Triton it requires) prints: torch's own
+#                         behaviour, messages, allocations. Compared on the torch requirements.txt pins.
+#   output-cuda-toolkit   what needs the CUDA toolkit: nvcc's reports, the SIMT emulator's results (it
+#                         needs CUDA's headers). Compared where nvcc and the emulator's headers are found.
+PROFILE_TAGS = ("output-pinned-torch", "output-cuda-toolkit")
+
+
+def pinned_torch() -> str:
+    text = (REPO_ROOT / "requirements.txt").read_text()
+    return re.search(r"^torch==(\S+)$", text, re.MULTILINE).group(1)
+
+
+def output_compared(tags, *, torch_version: str, has_cuda_toolkit: bool) -> bool:
+    """Whether strict nbval compares the output of a cell with these tags on this machine."""
+    if "output-pinned-torch" in tags and torch_version.split("+")[0] != pinned_torch():
+        return False
+    if "output-cuda-toolkit" in tags and not has_cuda_toolkit:
+        return False
+    return True
+
+
+def cuda_toolkit_here() -> bool:
+    """nvcc on PATH and the CUDA headers the emulator builds with (profile (b)'s machine)."""
+    if shutil.which("nvcc") is None:
+        return False
+    from extending_pytorch import emulator
+
+    return emulator.available()
+
+
+def pytest_collection_modifyitems(config, items):
+    toolkit = None
+    for item in items:
+        cell, options = getattr(item, "cell", None), getattr(item, "options", None)
+        tags = set(cell.metadata.get("tags", [])) & set(PROFILE_TAGS) if cell is not None else set()
+        if not tags or options is None:
+            continue
+        if toolkit is None and "output-cuda-toolkit" in tags:
+            toolkit = cuda_toolkit_here()
+        if not output_compared(tags, torch_version=torch.__version__, has_cuda_toolkit=bool(toolkit)):
+            options["check"] = False
 
 
 def load_tool(name: str):
