@@ -25,7 +25,7 @@ from extending_pytorch import exercises as exercise_checks
 pytestmark = pytest.mark.same_on_every_torch
 
 # Chapters whose exercises must each name a wrong answer here (the others are added as they adopt the form).
-COVERED = ("01_", "02_", "03_", "04_", "05_", "06_", "07_", "08_", "90_", "91_")
+COVERED = ("01_", "02_", "03_", "04_", "05_", "06_", "07_", "08_", "09_", "90_", "91_")
 
 # (notebook stem, exercise) -> [(what is wrong, source defining the answer's name, exception, message regex)],
 # one file per chapter in tests/exercise_answers/ (so a chapter's wrong answers sit in one place).
