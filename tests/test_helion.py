@@ -159,7 +159,8 @@ def _generated(dtype=torch.float32):
     a, p, n = _triplet(4, 100, dtype)
     hyper = helion_ops.hyperparameter_tensor(-1.0, 0.5, 0.5, dtype, "cpu")
     forward = helion_ops.triton_code(helion_ops.forward_kernel, (a, p, n, hyper), helion_ops.FORWARD_CONFIG)
-    _, distances = helion_ops.forward_kernel(a, p, n, hyper)
+    # Bound, not run: CPU tensors give the code on a GPU machine too.
+    distances = torch.zeros(4, 2, dtype=helion_ops.distance_dtype(dtype))
     scale = torch.ones(4, dtype=helion_ops.distance_dtype(dtype))
     backward = helion_ops.triton_code(
         helion_ops.backward_kernel, (scale, a, p, n, distances, hyper), helion_ops.BACKWARD_CONFIG
