@@ -67,6 +67,8 @@ CUDA_EXTRA := nvidia-cuda-cuobjdump==13.2.51
 OLDEST_TORCH := 2.13.0
 OLDEST_TRITON := 3.7.1
 OLDEST_VENV := .venv-oldest
+# Where the CPU build of the oldest torch comes from (the package index has its CUDA build).
+OLDEST_INDEX := https://download.pytorch.org/whl/cpu
 OLDEST_STAMP := $(OLDEST_VENV)/.installed-requirements
 OLDEST_TREE := .oldest
 # Profile (a) has no CUDA toolkit. On a machine that has one, make test-oldest hides it from its own
@@ -137,12 +139,16 @@ test-oldest: $(OLDEST_STAMP) | check-compiler
 
 .venv-oldest: $(OLDEST_STAMP)
 
+# PyTorch's CPU index is added where it can be reached: without a network to it (this book's CI,
+# whose pip finds the CPU wheel on local disk), pip would retry it for every package, for minutes.
 $(OLDEST_STAMP): requirements.txt extensions/pyproject.toml | check-python
 	@test -x $(OLDEST_VENV)/bin/python || $(PYTHON) -m venv $(OLDEST_VENV)
 	sed -e 's/^torch==.*/torch==$(OLDEST_TORCH)+cpu/' -e 's/^triton==[^;]*/triton==$(OLDEST_TRITON)/' \
 	  requirements.txt > $(OLDEST_VENV)/requirements.txt
-	$(OLDEST_VENV)/bin/python -m pip install --quiet --extra-index-url https://download.pytorch.org/whl/cpu \
-	  -r $(OLDEST_VENV)/requirements.txt
+	index=$$($(OLDEST_VENV)/bin/python -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=10)' \
+	  $(OLDEST_INDEX)/ 2>/dev/null && echo "--extra-index-url $(OLDEST_INDEX)"); \
+	  test -n "$$index" || echo "note: $(OLDEST_INDEX) cannot be reached; torch $(OLDEST_TORCH)+cpu must come from pip's other sources"; \
+	  $(OLDEST_VENV)/bin/python -m pip install --quiet $$index -r $(OLDEST_VENV)/requirements.txt
 	@$(OLDEST_VENV)/bin/python -c 'import torch, sys; sys.exit(torch.__version__ != "$(OLDEST_TORCH)+cpu" or torch.version.cuda is not None)' || { \
 	  echo "error: $(OLDEST_VENV) did not get torch $(OLDEST_TORCH)'s CPU build." >&2; exit 1; }
 	@touch $@
