@@ -172,8 +172,8 @@ def _generated(dtype=torch.float32):
 def test_generated_kernels_read_each_input_once_per_step_with_64_bit_offsets(dtype):
     # What the configuration and the settings promise, read in the generated
     # Triton: one program per row (the batch's tile of 1), a column loop whose
-    # last step is masked, 64-bit indices (index_dtype=torch.int64; Helion's
-    # default is int32), one load of each input per step, sums in the
+    # last step is masked, 64-bit indices (index_dtype=torch.int64; Helion would
+    # pick int32 for these sizes), one load of each input per step, sums in the
     # accumulation dtype. Catches the settings or the configuration lost on
     # their way to the compiler.
     accumulation = "tl.float64" if dtype == torch.float64 else "tl.float32"
@@ -233,15 +233,17 @@ def test_generated_kernels_compile_for_a_gpu_without_one():
     # With 1024 columns on 2 warps each thread loads 16 bytes at once where the
     # rows are aligned (ld.global.v4.b32, chapter 6's 128-bit loads); the pinned
     # CI configuration (64 columns on 4 warps) gives each thread one float.
-    a = torch.zeros(4, 1024)
+    # Three distinct inputs: Helion specialises a kernel on which arguments alias, and
+    # (a, a, a) would compile a kernel with one input (review turn 6, F2).
+    a, p, n = torch.zeros(3, 4, 1024).unbind(0)
     hyper = helion_ops.hyperparameter_tensor(-1.0, 0.5, 0.5, a.dtype, "cpu")
     wide = helion.Config(block_sizes=[1, 1024], num_warps=2, num_stages=1)
     distances, scale = torch.zeros(4, 2), torch.ones(4)
     jobs = [
-        (helion_ops.triton_code(helion_ops.forward_kernel, (a, a, a, hyper), config), "_forward_body", (a, a, a, hyper))
+        (helion_ops.triton_code(helion_ops.forward_kernel, (a, p, n, hyper), config), "_forward_body", (a, p, n, hyper))
         for config in (helion_ops.FORWARD_CONFIG, wide)
     ]
-    backward_args = (scale, a, a, a, distances, hyper)
+    backward_args = (scale, a, p, n, distances, hyper)
     jobs.append((helion_ops.triton_code(helion_ops.backward_kernel, backward_args, wide), "_backward_body", backward_args))
     (pinned,), (forward,), (backward,) = helion_ops.compile_generated_for_gpu(jobs)
 
@@ -316,6 +318,9 @@ MUTATIONS = {
     "forward reads positive for negative": ("_forward_body", "a - negative[rows, cols]", "a - positive[rows, cols]"),
     "backward reads d_ap for d_an": ("_backward_body", "d_an = distances[rows, 1]", "d_an = distances[rows, 0]"),
     "backward writes grad_n for grad_p": ("_backward_body", "grad_p[rows, cols] = gp", "grad_n[rows, cols] = gp"),
+    # Seen only where each row has its own upstream gradient (reduction="none"): under the mean
+    # every row's is the same number (review turn 6, F4).
+    "backward reads row 0's upstream gradient": ("_backward_body", "g = scale[rows]", "g = scale[0]"),
 }
 
 
@@ -340,12 +345,20 @@ def test_reference_checks_catch_a_mutated_index(mutation, tmp_path, monkeypatch)
     body, old, new = MUTATIONS[mutation]
     kernel = "forward_kernel" if body == "_forward_body" else "backward_kernel"
     monkeypatch.setattr(helion_ops, kernel, _mutated_kernel(tmp_path, body, old, new))
-    with pytest.raises(AssertionError):
-        testing.check_against_reference(helion_ops.triplet_hinge_loss, ("contiguous",) * 3, 5, 70, device=DEVICE)
+    # Every reduction: a wrong index into the upstream gradient shows only with reduction="none".
+    failed = []
+    for reduction in ep.REDUCTIONS:
+        try:
+            testing.check_against_reference(helion_ops.triplet_hinge_loss, ("contiguous",) * 3, 5, 70,
+                                            reduction=reduction, device=DEVICE)
+        except AssertionError:
+            failed.append(reduction)
+    assert failed, f"the mutation ({mutation}) passed the reference checks under every reduction"
 
 
 def test_32_bit_offsets_fail_the_64_bit_check(monkeypatch, helion_in_chapter_6):
-    # Helion's default index dtype is int32: row * row_stride wraps past 2**31,
+    # Helion picks int32 indices unless an argument has more than 2**31 - 1 elements; it
+    # counts elements, not the memory a strided view reaches: row * row_stride wraps past 2**31,
     # and chapter 6's test of 64-bit offsets fails. Why KERNEL_SETTINGS asks for int64.
     forward, backward = helion_ops.make_kernels(index_dtype=torch.int32)
     monkeypatch.setattr(helion_ops, "forward_kernel", forward)

@@ -48,7 +48,8 @@ BACKWARD_CONFIG = helion.Config(block_sizes=[1, 64], num_warps=4, num_stages=1)
 # Settings every kernel here is compiled with. static_shapes=False: one kernel
 # for every B and D (sizes and strides are arguments, as in chapter 6), not
 # one per shape. index_dtype=torch.int64: offsets in 64 bits, since
-# row * row_stride can pass 2**31; Helion's default is int32.
+# row * row_stride can pass 2**31; Helion's automatic choice (int32 unless an argument has more
+# than 2**31 - 1 elements) counts elements, not the memory a strided view reaches.
 KERNEL_SETTINGS = dict(static_shapes=False, index_dtype=torch.int64)
 
 

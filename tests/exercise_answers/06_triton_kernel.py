@@ -8,6 +8,34 @@ from __future__ import annotations
 WRONG_ANSWERS = {
     1: [
         (
+            "the kernel stores zeros; the function returns torch's sums (review turn 6, C1)",
+            "@triton.jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    row = tl.program_id(0).to(tl.int64)\n"
+            "    tl.store(out_ptr + row, 0.0)\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
+            "    return x.float().pow(2).sum(1)\n",
+            AssertionError,
+            r"the sums returned are not the tensor the kernel wrote",
+        ),
+        (
+            "the kernel reads nothing and stores zeros into the tensor it returns (review turn 6, C1)",
+            "@triton.jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    row = tl.program_id(0).to(tl.int64)\n"
+            "    tl.store(out_ptr + row, 0.0)\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
+            "    return out\n",
+            AssertionError,
+            r"programs \[0, 1, 2, 3\] read nothing of their row",
+        ),
+        (
             "no mask on the last block (reads past the end of each row)",
             "@triton.jit\n"
             "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
@@ -210,7 +238,7 @@ WRONG_ANSWERS = {
             "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
             "    return out\n",
             AssertionError,
-            r"the kernel received a copy of the view",
+            r"not of a copy such as x.contiguous\(\)",
         ),
         (
             "32-bit offsets behind a .float() copy (float32 rows pass through uncopied; float16 views are copied)",
@@ -230,7 +258,7 @@ WRONG_ANSWERS = {
             "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
             "    return out\n",
             AssertionError,
-            r"the kernel received a copy of the float16 view \(x\.float\(\)\? x\.contiguous\(\)\?\)",
+            r"the kernel received a copy of the float16 (view|rows) \(x\.float\(\)\? x\.contiguous\(\)\?\)",
         ),
         (
             "squares float16 values in float16 (no .to(tl.float32) before x * x)",
@@ -251,7 +279,7 @@ WRONG_ANSWERS = {
             "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
             "    return out\n",
             AssertionError,
-            r"an infinity: a square was computed in float16",
+            r"an infinity: a square, or the row's sum, went through float16",
         ),
         (
             "ignores col_stride, as section 7's sum_of_squares does (x_ptr + row * row_stride + cols)",
@@ -724,6 +752,28 @@ WRONG_ANSWERS_FOR_THE_COMPILER = {
             "    return out\n",
             AssertionError,
             r"rejects it for float16 rows: .*has no attribute 'to'.*compiled in as the constant 1",
+        ),
+        (
+            "row_stride.to(tl.int64): a row stride of 1 (a transposed view) is compiled in as the int 1 "
+            "(review turn 6, C2)",
+            "@triton.jit\n"
+            "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+            "    row = tl.program_id(0)\n"
+            "    total = tl.zeros([BLOCK], dtype=tl.float32)\n"
+            "    for start in range(0, dim, BLOCK):\n"
+            "        cols = start + tl.arange(0, BLOCK)\n"
+            "        mask = cols < dim\n"
+            "        x = tl.load(x_ptr + row * row_stride.to(tl.int64) + cols.to(tl.int64) * col_stride, mask=mask,\n"
+            "                    other=0.0).to(tl.float32)\n"
+            "        total += x * x\n"
+            "    tl.store(out_ptr + row, tl.sum(total, axis=0))\n"
+            "\n"
+            "def squared_norms(x):\n"
+            "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
+            "    return out\n",
+            AssertionError,
+            r"rejects it for a transposed view \(row stride 1\): .*has no attribute 'to'.*a stride, or dim",
         ),
     ],
 }
