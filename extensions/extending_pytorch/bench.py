@@ -54,6 +54,8 @@ TASKS = ("forward", "forward+backward")
 MINIMUM_TRAFFIC_ELEMENTS = {"forward": 3, "forward+backward": 9}
 FLOOR_ELEMENTS = MINIMUM_TRAFFIC_ELEMENTS  # the earlier name, kept for callers
 DEFAULT_SIZES = [(b, d) for d in (128, 512) for b in (256, 1024, 4096, 16384)]
+# Timed on a GPU only: on a CPU, Triton's interpreter would run them in numpy.
+GPU_ONLY = ("triton", "helion")
 QUICK_SIZES = [(1024, 512), (4096, 512)]
 GPU_SIZES = [(b, d) for d in (512, 1024) for b in (4096, 16384, 65536)]
 
@@ -81,6 +83,9 @@ def implementations() -> dict:
         # Chapter 6's Triton kernels, timed on the GPU only (`run` leaves
         # them out on a CPU, where Triton's interpreter runs them in numpy).
         "triton": _triton_loss,
+        # Chapter 9's Helion kernels, likewise on the GPU only, under the configs
+        # `helion_ops.use_configs` last set (the GPU report's tuned ones).
+        "helion": _helion_loss,
     }
 
 
@@ -92,6 +97,12 @@ def _function_loss():
 
 def _cpp_loss():
     from extending_pytorch.ops import triplet_hinge_loss
+
+    return triplet_hinge_loss
+
+
+def _helion_loss():
+    from extending_pytorch.helion_ops import triplet_hinge_loss
 
     return triplet_hinge_loss
 
@@ -203,8 +214,8 @@ def run(
     """Benchmark every size: a JSON-ready dict, with the machine's details."""
     keep_freed_memory()
     if names is None:
-        # Triton runs on the GPU only.
-        names = [n for n in implementations() if n != "triton" or device == "cuda"]
+        # Triton and Helion run on the GPU only.
+        names = [n for n in implementations() if n not in GPU_ONLY or device == "cuda"]
     records = []
     for batch, dim in sizes:
         records += measure_size(

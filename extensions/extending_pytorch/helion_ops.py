@@ -145,6 +145,34 @@ def make_kernels(forward_config=FORWARD_CONFIG, backward_config=BACKWARD_CONFIG,
 forward_kernel, backward_kernel = make_kernels()
 
 
+def use_configs(forward_config, backward_config) -> None:
+    """Run the operator's kernels under these configs from now on (a GPU's tuned ones, say)."""
+    global forward_kernel, backward_kernel
+    forward_kernel, backward_kernel = make_kernels(forward_config, backward_config)
+
+
+def autotune(batch: int, dim: int, *, dtype=torch.float32, effort: str = "quick", seed: int = 0):
+    """Autotune both kernels once, on a GPU, on random contiguous rows of B x D.
+
+    Returns (forward config, backward config): what Helion's autotuner with
+    `autotune_effort=effort` chose, timing candidates on this GPU. The
+    backward is tuned on the distances the tuned forward saved, with the
+    mean's per-row scale (a stride-0 view), as the operator calls it.
+    """
+    if not torch.cuda.is_available():
+        raise RuntimeError("autotuning times configurations on a GPU; there is no CUDA device here")
+    forward, backward = make_kernels(None, None, autotune_effort=effort, autotune_random_seed=seed,
+                                     autotune_progress_bar=False)
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    inputs = torch.randn(3, batch, dim, device="cuda", dtype=dtype, generator=generator).unbind(0)
+    hyper = hyperparameter_tensor(-1.0, 0.5, 0.5, dtype, "cuda")
+    forward_config = forward.autotune((*inputs, hyper))
+    _per_row, distances = forward(*inputs, hyper)
+    scale = torch.ones((), dtype=distance_dtype(dtype), device="cuda").div(batch).expand(batch)
+    backward_config = backward.autotune((scale, *inputs, distances, hyper))
+    return forward_config, backward_config
+
+
 def hyperparameter_tensor(t1: float, t2: float, beta: float, dtype: torch.dtype, device) -> Tensor:
     """t1, t2 and beta as the kernels take them: a tensor in the accumulation dtype.
 
@@ -224,17 +252,11 @@ def _(grad_output, anchor, positive, negative, distances, t1, t2, beta, reductio
     return tuple(anchor.new_empty(anchor.shape) for _ in range(3))
 
 
-def _backward(ctx, grad_output, _grad_distances):
-    if grad_output is None:  # the loss itself was not used
-        return (None,) * 7
-    grads = triplet_hinge_loss_backward_op(grad_output, *ctx.saved_tensors, *ctx.settings)
-    needed = ctx.needs_input_grad
-    return (*(grad if need else None for grad, need in zip(grads, needed)), None, None, None, None)
-
-
-# Chapter 6's setup_context: it saves the inputs and the distances, which
-# carry no gradient.
-triplet_hinge_loss_op.register_autograd(_backward, setup_context=triton_ops._setup_context)
+# Chapter 6's setup_context and backward: the inputs and the distances are
+# saved (the distances carry no gradient), and the backward operator reads them.
+triplet_hinge_loss_op.register_autograd(
+    triton_ops.backward_through(triplet_hinge_loss_backward_op), setup_context=triton_ops._setup_context
+)
 
 
 def triplet_hinge_loss(

@@ -955,18 +955,29 @@ def _setup_context(ctx, inputs, output):
     ctx.settings = (t1, t2, beta, reduction)
 
 
-def _backward(ctx, grad_output, _grad_distances):
-    if grad_output is None:  # the loss itself was not used (see above)
-        return (None,) * 7
-    grads = _triplet_backward_op(grad_output, *ctx.saved_tensors, *ctx.settings)
-    needed = ctx.needs_input_grad
-    return (
-        *(grad if need else None for grad, need in zip(grads, needed)),
-        None,  # t1
-        None,  # t2
-        None,  # beta
-        None,  # reduction
-    )
+def backward_through(backward_op):
+    """The autograd backward that calls `backward_op` on what `_setup_context` saved.
+
+    Chapter 9's Helion operator keeps this contract and reuses it.
+    """
+
+    def backward(ctx, grad_output, _grad_distances):
+        if grad_output is None:  # the loss itself was not used (see above)
+            return (None,) * 7
+        grads = backward_op(grad_output, *ctx.saved_tensors, *ctx.settings)
+        needed = ctx.needs_input_grad
+        return (
+            *(grad if need else None for grad, need in zip(grads, needed)),
+            None,  # t1
+            None,  # t2
+            None,  # beta
+            None,  # reduction
+        )
+
+    return backward
+
+
+_backward = backward_through(_triplet_backward_op)
 
 
 _triplet_op.register_autograd(_backward, setup_context=_setup_context)

@@ -125,6 +125,7 @@ def provenance(argv: list[str]) -> dict:
         torch_cuda=torch.version.cuda,
         nvcc=nvcc_version(),
         triton=_version("triton"),
+        helion=_version("helion"),
         python=platform.python_version(),
         platform=f"{platform.system()} {platform.machine()}",
         **commit(),

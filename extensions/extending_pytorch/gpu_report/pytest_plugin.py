@@ -7,7 +7,7 @@ build), and keeps only the tests that run on a GPU:
 - those marked with the tests' `requires_cuda` ("needs a CUDA device") or
   "needs a GPU";
 - those parametrized on a CUDA device (`test_x[cuda]`, `test_x[float32-cuda]`);
-- every test of tests/test_triton.py, whose kernels run on `DEVICE`: the GPU
+- every test of tests/test_triton.py and tests/test_helion.py, whose kernels run on `DEVICE`: the GPU
   wherever one is (the interpreter's CPU twins and tests, marked so, skip
   there by themselves).
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 
 GPU_REASONS = ("needs a CUDA device", "needs a GPU")
-TESTS_ON_DEVICE = ("test_triton.py",)
+TESTS_ON_DEVICE = ("test_triton.py", "test_helion.py")
 _CUDA_PARAMETER = re.compile(r"\[(.*-)?cuda(:\d+)?(-.*)?\]")
 
 

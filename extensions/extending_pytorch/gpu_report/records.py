@@ -22,7 +22,8 @@ REPORT_DIR = REPO_ROOT / "notebooks" / "data" / "gpu"
 # Where a run without a GPU writes, unless told otherwise: a build product.
 NO_GPU_DIR = REPO_ROOT / "_build" / "gpu-report"
 COLUMNS = {"eager": "eager", "compile": "torch.compile", "cpp": "CUDA operator",
-           "cpp grad_in_forward": "CUDA operator, grad_in_forward", "triton": "Triton"}
+           "cpp grad_in_forward": "CUDA operator, grad_in_forward", "triton": "Triton",
+           "helion": "Helion"}
 ELEMENT_SIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
 
 
@@ -216,7 +217,7 @@ def markdown(report: dict) -> str:
     p = report["provenance"]
     gpu = p["gpus"][0]["name"] if p["gpus"] else "no GPU"
     out = [f"# GPU report: {gpu}, {p['date'][:10]}", ""]
-    for key in ("date", "command", "torch", "torch_cuda", "nvcc", "triton", "python",
+    for key in ("date", "command", "torch", "torch_cuda", "nvcc", "triton", "helion", "python",
                 "platform", "processor", "cpu_count", "commit", "dirty"):
         if p.get(key) is not None:
             out.append(f"- {key}: {p[key]}")
@@ -234,9 +235,27 @@ def markdown(report: dict) -> str:
     table = dram_table(report)
     if table is not None:
         out += ["## DRAM bytes (Nsight Compute)", "", _markdown_table(table)]
+    out += helion_lines(report)
     if report.get("notes"):
         out += ["## Notes", ""] + [f"- {note}" for note in report["notes"]] + [""]
     return "\n".join(out)
+
+
+def helion_lines(report: dict) -> list[str]:
+    """What Helion's autotuner chose, and which configs the sweep ran: Markdown lines."""
+    tuned = report.get("helion_configs")
+    swept = (report.get("benchmark") or {}).get("helion_configs")
+    if not tuned and not swept:
+        return []
+    out = ["## Helion's configs", ""]
+    if tuned:
+        out.append(f"- autotuned once (effort {tuned['effort']!r}) at {tuned['batch']} x {tuned['dim']} "
+                   f"{tuned['dtype']}, in {tuned['seconds']:.0f} s")
+        for kernel in ("forward", "backward"):
+            out.append(f"- {kernel}: `{json.dumps(tuned[kernel], sort_keys=True)}`")
+    if swept:
+        out.append(f"- the sweep's Helion kernels: {swept}")
+    return out + [""]
 
 
 class RecordsView:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import itertools
 import json
 import pathlib
 import sys
@@ -36,6 +38,7 @@ def run_report(
     *,
     budget: float = DEFAULT_BUDGET,
     quick: bool = False,
+    parallel: bool = False,
     only: list[str] | None = None,
     log_dir: pathlib.Path | None = None,
     argv: list[str] = (),
@@ -57,20 +60,47 @@ def run_report(
         if unknown:
             raise ValueError(f"unknown step(s) {unknown}; the steps are {[s.name for s in planned]}")
         planned = [s for s in planned if s.name in only]
-    results = []
-    for step in planned:
+    results = {}
+
+    def run(step):
         left = budget - (time.monotonic() - started)
         announce(f"== {step.name}: {step.what}", flush=True)
         result = steps.run_step(step, env=env, log_dir=log_dir, seconds_left=left)
-        announce(f"   {result['status']} ({result['seconds']:.0f} s): "
+        announce(f"   {step.name} {result['status']} ({result['seconds']:.0f} s): "
                  f"{result.get('summary') or result.get('reason', '')}", flush=True)
-        results.append(result)
+        results[step.name] = result
         if step.name == "build" and result["status"] != "passed":
             # Nothing after it can load the operators: say so once, per step.
             for later in planned[planned.index(step) + 1:]:
                 later.skip = later.skip or "the operators did not build (see the build step)"
+
+    if parallel:
+        # The steps that time kernels or read DRAM counters (alone) run one at a
+        # time with the GPU to themselves: those the plan puts first (the build)
+        # before the others, the rest after them. The others run in their lanes
+        # side by side, each lane's steps one after another.
+        leading = list(itertools.takewhile(lambda step: step.alone, planned))
+        lanes = {}
+        for step in planned:
+            if not step.alone:
+                lanes.setdefault(step.lane, []).append(step)
+        for step in leading:
+            run(step)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(lanes))) as pool:
+            for future in [pool.submit(lambda lane: [run(s) for s in lane], lane) for lane in lanes.values()]:
+                future.result()
+        for step in planned[len(leading):]:
+            if step.alone:
+                run(step)
+    else:
+        for step in planned:
+            run(step)
+    report["parallel"] = parallel
+    results = [results[step.name] for step in planned]  # in the plan's order
     sweep = work_dir / "sweep.json"
     report["benchmark"] = json.loads(sweep.read_text()) if sweep.is_file() else None
+    tuned = work_dir / "helion_configs.json"
+    report["helion_configs"] = json.loads(tuned.read_text()) if tuned.is_file() else None
     report["dram"] = _dram(results)
     for result in results:
         result.pop("output", None)
@@ -92,9 +122,12 @@ def main(argv=None) -> None:
                         help=f"seconds for all the steps together (default {DEFAULT_BUDGET})")
     parser.add_argument("--quick", action="store_true", help="two sizes in the sweep")
     parser.add_argument("--only", nargs="+", metavar="STEP", help="run only these steps")
+    parser.add_argument("--parallel", action="store_true",
+                        help="run the steps that neither time kernels nor read DRAM counters side by side, "
+                             "after those that do")
     parser.add_argument("--log-dir", type=pathlib.Path, help="each step's full output (default: _build/gpu-report/logs)")
     args = parser.parse_args(argv)
-    report = run_report(budget=args.budget, quick=args.quick, only=args.only,
+    report = run_report(budget=args.budget, quick=args.quick, parallel=args.parallel, only=args.only,
                         log_dir=args.log_dir, argv=argv)
     has_gpu = bool(report["provenance"]["gpus"])
     output_dir = args.output_dir or (records.REPORT_DIR if has_gpu else records.NO_GPU_DIR)

@@ -8,6 +8,7 @@ Each step's limit is its own, cut to what is left of the report's budget.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import os
 import pathlib
 import signal
@@ -17,7 +18,7 @@ from typing import Callable
 
 from extending_pytorch.display import REPO_ROOT
 from extending_pytorch.gpu_report import parse
-from extending_pytorch.gpu_report.workloads import PROFILE_IMPLEMENTATIONS
+from extending_pytorch.gpu_report.workloads import HELION_EFFORT, HELION_TUNE_SIZE, PROFILE_IMPLEMENTATIONS
 from extending_pytorch.gpu_report.environment import cuda_tool
 
 SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
@@ -26,6 +27,7 @@ TEST_FILES = (
     "tests/test_cuda.py",
     "tests/test_involution.py",
     "tests/test_triton.py",
+    "tests/test_helion.py",
     "tests/test_cpp_ops.py",
     "tests/test_functions.py",
     "tests/test_grad_in_forward.py",
@@ -47,6 +49,12 @@ class Step:
     env: dict = dataclasses.field(default_factory=dict)  # more environment variables
     # What makes an exit status of 0 a failure all the same (a reason), if anything.
     verify: Callable[[str], str | None] | None = None
+    # Whether it must have the GPU to itself: it times kernels, or reads
+    # device-wide counters (DRAM bytes count every process's traffic).
+    alone: bool = False
+    # With --parallel, the steps that need not run alone run in lanes side by
+    # side, each lane's steps one after another.
+    lane: str = "checks"
 
 
 def _last_line(output: str, returncode: int) -> str:
@@ -65,6 +73,8 @@ def plan(python: str, work_dir: pathlib.Path, *, has_gpu: bool, quick: bool = Fa
     """Every step, in the order they run (the most telling first)."""
     workloads = [python, "-m", "extending_pytorch.gpu_report.workloads"]
     no_gpu = None if has_gpu else "no CUDA device on this machine"
+    no_helion = None if importlib.util.find_spec("helion") else "helion is not installed"
+    helion_configs = ["--helion-configs", str(work_dir / "helion_configs.json")]
     tests_there = (REPO_ROOT / TEST_FILES[0]).is_file()
     no_tests = None if tests_there else "the repository's tests/ folder is not here"
 
@@ -73,6 +83,9 @@ def plan(python: str, work_dir: pathlib.Path, *, has_gpu: bool, quick: bool = Fa
 
     pytest = [python, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
               "--continue-on-collection-errors"]
+    # The GPU tests spend most of their time compiling kernels: 4 processes
+    # where pytest-xdist is installed.
+    workers = ["-n", "4"] if importlib.util.find_spec("xdist") else []
     stable_skip = None
     if torch_version() < OLDEST_STABLE_TORCH:
         stable_skip = "the stable package needs torch 2.13 or newer"
@@ -81,18 +94,18 @@ def plan(python: str, work_dir: pathlib.Path, *, has_gpu: bool, quick: bool = Fa
     # ones. The sweep writes each size as it goes, so a cut sweep keeps those.
     steps = [
         Step("build", "build and load the operators with their CUDA kernels (native.load_jit)",
-             [*workloads, "build"], 180, no_gpu, _last_line),
+             [*workloads, "build"], 180, no_gpu, _last_line, alone=True),
         Step("tests", "the GPU tests (those marked as needing a CUDA device, those on a CUDA parameter, "
              "and Triton's, in " + ", ".join(TEST_FILES) + ")",
-             [*pytest, "-p", "extending_pytorch.gpu_report.pytest_plugin", *TEST_FILES],
+             [*pytest, *workers, "-p", "extending_pytorch.gpu_report.pytest_plugin", *TEST_FILES],
              180, needs(no_gpu, no_tests), lambda out, rc: parse.pytest_summary(out),
              extra_paths=(REPO_ROOT / "tests",)),
         Step("wrong-rank", "the involution operators, called directly on CUDA with a 5-D and a 7-D weight "
              "and a 3-D input: a clear error, never a crash",
-             [*workloads, "wrong-rank"], 45, no_gpu, _last_line),
+             [*workloads, "wrong-rank"], 45, no_gpu, _last_line, lane="small"),
     ]
     sanitizer = cuda_tool("compute-sanitizer")
-    for tool in SANITIZER_TOOLS:
+    for k, tool in enumerate(SANITIZER_TOOLS):
         steps.append(Step(
             f"sanitizer-{tool}",
             f"compute-sanitizer --tool {tool} on the book's kernels at small shapes",
@@ -103,28 +116,40 @@ def plan(python: str, work_dir: pathlib.Path, *, has_gpu: bool, quick: bool = Fa
             # PyTorch's caching allocator hands out pieces of larger blocks: an
             # access past a tensor's end would land in its own block, unseen.
             env={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
+            lane=f"sanitizers {k // 2}",  # two lanes of two
         ))
+    steps.append(Step(
+        "helion-autotune",
+        f"Helion's autotuner (effort {HELION_EFFORT!r}) on chapter 9's forward and backward kernels, once, "
+        f"at {HELION_TUNE_SIZE[0]} x {HELION_TUNE_SIZE[1]} float32: the configs the sweep and Nsight Compute use",
+        [*workloads, "helion-autotune", helion_configs[1]], 150, needs(no_gpu, no_helion), _last_line,
+        alone=True,
+    ))
+    steps.append(Step(
+        "sweep", "benchmark sweep: eager, torch.compile, the CUDA operator, Triton and Helion, "
+        "float32 and bfloat16, forward and forward + backward, with the copy bandwidth",
+        [*workloads, "sweep", str(work_dir / "sweep.json"), *(["--quick"] if quick else []), *helion_configs],
+        180, no_gpu, _last_line, alone=True,
+    ))
     ncu = cuda_tool("ncu")
     for name in PROFILE_IMPLEMENTATIONS:
         steps.append(Step(
             f"ncu-{name}",
             f"Nsight Compute: DRAM bytes and duration of each kernel of one {name} "
             "forward + backward, 32768 x 8192 float32",
-            [ncu or "ncu", "--profile-from-start", "off", "--csv", "--print-units", "base",
-             "--metrics", ",".join(parse.NCU_METRICS), *workloads, "profile", name],
-            75, needs(no_gpu, None if ncu else "Nsight Compute (ncu) is not installed"),
+            # --clock-control none: the GPU's own clocks, as the sweep runs at.
+            [ncu or "ncu", "--profile-from-start", "off", "--clock-control", "none", "--csv",
+             "--print-units", "base", "--metrics", ",".join(parse.NCU_METRICS), *workloads, "profile", name,
+             *(helion_configs if name == "helion" else [])],
+            75, needs(no_gpu, None if ncu else "Nsight Compute (ncu) is not installed",
+                      no_helion if name == "helion" else None),
             lambda out, rc: f"{len(parse.ncu_kernels(out))} kernels profiled" if rc == 0 else _last_line(out, rc),
             verify=lambda out: None if parse.ncu_kernels(out) else "ncu exited 0 but profiled no kernel",
+            alone=True,
         ))
     steps.append(Step(
-        "sweep", "benchmark sweep: eager, torch.compile, the CUDA operator and Triton, "
-        "float32 and bfloat16, forward and forward + backward, with the copy bandwidth",
-        [*workloads, "sweep", str(work_dir / "sweep.json"), *(["--quick"] if quick else [])],
-        180, no_gpu, _last_line,
-    ))
-    steps.append(Step(
         "emulator", "the SIMT emulator here: the CUDA headers it chose, and its kernels against the GPU's",
-        [*workloads, "emulator"], 90, no_gpu, _last_line,
+        [*workloads, "emulator"], 90, no_gpu, _last_line, lane="small",
     ))
     steps.append(Step(
         "stable", "the stable-ABI package's tests (its wheel built and loaded with this torch)",

@@ -3,8 +3,9 @@
     python -m extending_pytorch.gpu_report.workloads build
     python -m extending_pytorch.gpu_report.workloads sanitize
     python -m extending_pytorch.gpu_report.workloads wrong-rank
-    python -m extending_pytorch.gpu_report.workloads profile IMPLEMENTATION
-    python -m extending_pytorch.gpu_report.workloads sweep OUTPUT.json [--quick]
+    python -m extending_pytorch.gpu_report.workloads helion-autotune OUTPUT.json
+    python -m extending_pytorch.gpu_report.workloads profile IMPLEMENTATION [--helion-configs FILE]
+    python -m extending_pytorch.gpu_report.workloads sweep OUTPUT.json [--quick] [--helion-configs FILE]
     python -m extending_pytorch.gpu_report.workloads emulator
 
 Every command loads the operators first (`load_operators`): built with
@@ -28,9 +29,13 @@ SETTINGS = dict(t1=-1.0, t2=0.5, beta=0.5)
 # the CUDA operator.
 SWEEP_SIZES = [(4096, 512), (32768, 8192), (32768, 1024), (16384, 1024), (32768, 4096)]
 SWEEP_QUICK_SIZES = [(4096, 512), (32768, 8192)]
-SWEEP_IMPLEMENTATIONS = ["eager", "compile", "cpp", "cpp grad_in_forward", "triton"]
+SWEEP_IMPLEMENTATIONS = ["eager", "compile", "cpp", "cpp grad_in_forward", "triton", "helion"]
 PROFILE_SIZE = (32768, 8192)  # where the bytes decide the time
-PROFILE_IMPLEMENTATIONS = ("cpp", "compile", "triton", "cpp grad_in_forward")
+PROFILE_IMPLEMENTATIONS = ("cpp", "compile", "triton", "cpp grad_in_forward", "helion")
+# Chapter 9's kernels are autotuned once, at this size (float32), with this
+# effort; the sweep and the profile then run every size under those configs.
+HELION_TUNE_SIZE = PROFILE_SIZE
+HELION_EFFORT = "quick"
 
 
 def load_operators() -> None:
@@ -163,13 +168,47 @@ def emulator_check() -> None:
     print("emulated on the CPU and run on the GPU: the same losses (float64, B = 37, D = 36)")
 
 
+def helion_autotune(output: pathlib.Path) -> None:
+    """Autotune chapter 9's two Helion kernels once; their configs written to `output`."""
+    import time
+
+    from extending_pytorch import helion_ops
+
+    batch, dim = HELION_TUNE_SIZE
+    started = time.monotonic()
+    forward, backward = helion_ops.autotune(batch, dim, effort=HELION_EFFORT)
+    record = dict(batch=batch, dim=dim, dtype="float32", effort=HELION_EFFORT,
+                  seconds=round(time.monotonic() - started, 1),
+                  forward=dict(forward), backward=dict(backward))
+    output.write_text(json.dumps(record, indent=1))
+    print(f"autotuned in {record['seconds']:.0f} s at {batch} x {dim}: forward {dict(forward)}; "
+          f"backward {dict(backward)}")
+
+
+def use_helion_configs(path: pathlib.Path | None) -> dict | None:
+    """Run chapter 9's operator under the configs in `path`, if it exists: that record.
+
+    Without it (the autotune step failed or did not run) the operator keeps
+    its pinned configs, and the records say so (None).
+    """
+    if path is None or not path.is_file():
+        return None
+    import helion
+
+    from extending_pytorch import helion_ops
+
+    record = json.loads(path.read_text())
+    helion_ops.use_configs(helion.Config(**record["forward"]), helion.Config(**record["backward"]))
+    return record
+
+
 def _implementation(name):
     from extending_pytorch import bench
 
     return bench.implementations()[name]()
 
 
-def profile(name: str) -> None:
+def profile(name: str, helion_configs: pathlib.Path | None = None) -> None:
     """One training step of `name` inside cudaProfilerStart/Stop, for ncu.
 
     Run under `ncu --profile-from-start off`: the warm-up steps (compilation,
@@ -180,6 +219,8 @@ def profile(name: str) -> None:
 
     if name not in PROFILE_IMPLEMENTATIONS:
         sys.exit(f"implementation must be one of {PROFILE_IMPLEMENTATIONS}, got {name!r}")
+    if name == "helion":
+        use_helion_configs(helion_configs)
     loss_fn = _implementation(name)
     batch, dim = PROFILE_SIZE
     inputs = [t.requires_grad_() for t in torch.randn(3, batch, dim, device="cuda").unbind(0)]
@@ -193,14 +234,26 @@ def profile(name: str) -> None:
     print(f"profiled one forward + backward of {name} at B x D = {batch} x {dim}, float32")
 
 
-def sweep(output: pathlib.Path, quick: bool = False) -> None:
+def sweep(output: pathlib.Path, quick: bool = False, helion_configs: pathlib.Path | None = None) -> None:
     """The benchmark sweep, written to `output` after every size.
 
     A step stopped at its time limit still leaves the sizes it finished.
+    Helion's kernels run under the tuned configs in `helion_configs` where
+    that file exists, else under their pinned ones; the record says which.
     """
     from extending_pytorch import bench
 
     load_operators()
+    names, helion = list(SWEEP_IMPLEMENTATIONS), None
+    try:  # a Helion that fails here (not installed, or this torch) must not cost the rest
+        tuned = use_helion_configs(helion_configs)
+        small = [t.requires_grad_() for t in torch.randn(3, 8, 40, device="cuda").unbind(0)]
+        torch.autograd.grad(_implementation("helion")(*small, **SETTINGS), small)
+        helion = "tuned" if tuned else "pinned"
+    except Exception as error:  # noqa: BLE001 - recorded, and the sweep goes on
+        names.remove("helion")
+        helion = f"left out: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+        print(f"Helion {helion}", flush=True)
     sizes = SWEEP_QUICK_SIZES if quick else SWEEP_SIZES
     result = None
     for size in sizes:
@@ -209,12 +262,12 @@ def sweep(output: pathlib.Path, quick: bool = False) -> None:
                 [size],
                 rounds=3,
                 min_run_time=0.1,
-                names=SWEEP_IMPLEMENTATIONS,
+                names=names,
                 device="cuda",
                 dtype=dtype,
             )
             if result is None:
-                result = dict(part, dtype=None, records=[])
+                result = dict(part, dtype=None, records=[], helion_configs=helion)
             result["records"] += part["records"]
             output.write_text(json.dumps(result, indent=1))
             print(f"measured {dtype} {size[0]} x {size[1]}", flush=True)
@@ -229,18 +282,24 @@ def main(argv=None) -> None:
     commands.add_parser("emulator")
     profiled = commands.add_parser("profile")
     profiled.add_argument("implementation", choices=PROFILE_IMPLEMENTATIONS)
+    profiled.add_argument("--helion-configs", type=pathlib.Path)
     swept = commands.add_parser("sweep")
     swept.add_argument("output", type=pathlib.Path)
     swept.add_argument("--quick", action="store_true")
+    swept.add_argument("--helion-configs", type=pathlib.Path)
+    tuned = commands.add_parser("helion-autotune")
+    tuned.add_argument("output", type=pathlib.Path)
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         sys.exit("no CUDA device: these workloads run on a GPU only")
     if args.command == "build":
         build()
     elif args.command == "profile":
-        profile(args.implementation)
+        profile(args.implementation, args.helion_configs)
     elif args.command == "sweep":
-        sweep(args.output, args.quick)
+        sweep(args.output, args.quick, args.helion_configs)
+    elif args.command == "helion-autotune":
+        helion_autotune(args.output)
     else:
         load_operators()
         {"sanitize": sanitize, "wrong-rank": wrong_rank, "emulator": emulator_check}[args.command]()
