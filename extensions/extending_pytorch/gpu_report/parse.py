@@ -16,7 +16,9 @@ NCU_METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum", "gpu__time_durat
 
 _BYTE_UNITS = {"byte": 1, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12,
                "kibyte": 2**10, "mibyte": 2**20, "gibyte": 2**30}
-_TIME_UNITS = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0}
+# Nsight Compute 2025 prints "ns" (seen on an H200); earlier releases, "nsecond".
+_TIME_UNITS = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0,
+               "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 
 
 def pytest_summary(output: str) -> str:

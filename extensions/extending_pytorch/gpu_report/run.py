@@ -122,6 +122,8 @@ def main(argv=None) -> None:
                         help=f"seconds for all the steps together (default {DEFAULT_BUDGET})")
     parser.add_argument("--quick", action="store_true", help="two sizes in the sweep")
     parser.add_argument("--only", nargs="+", metavar="STEP", help="run only these steps")
+    parser.add_argument("--note", action="append", default=[], metavar="TEXT",
+                        help="a line for the record's notes: what was done to this machine's environment, say")
     parser.add_argument("--parallel", action="store_true",
                         help="run the steps that neither time kernels nor read DRAM counters side by side, "
                              "after those that do")
@@ -129,6 +131,8 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     report = run_report(budget=args.budget, quick=args.quick, parallel=args.parallel, only=args.only,
                         log_dir=args.log_dir, argv=argv)
+    if args.note:
+        report["notes"] = args.note
     has_gpu = bool(report["provenance"]["gpus"])
     output_dir = args.output_dir or (records.REPORT_DIR if has_gpu else records.NO_GPU_DIR)
     json_path, md_path = records.write(report, output_dir)

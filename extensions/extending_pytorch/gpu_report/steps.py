@@ -122,7 +122,7 @@ def plan(python: str, work_dir: pathlib.Path, *, has_gpu: bool, quick: bool = Fa
         "helion-autotune",
         f"Helion's autotuner (effort {HELION_EFFORT!r}) on chapter 9's forward and backward kernels, once, "
         f"at {HELION_TUNE_SIZE[0]} x {HELION_TUNE_SIZE[1]} float32: the configs the sweep and Nsight Compute use",
-        [*workloads, "helion-autotune", helion_configs[1]], 150, needs(no_gpu, no_helion), _last_line,
+        [*workloads, "helion-autotune", helion_configs[1]], 120, needs(no_gpu, no_helion), _last_line,
         alone=True,
     ))
     steps.append(Step(
@@ -201,8 +201,11 @@ def run_step(step: Step, *, env: dict, log_dir: pathlib.Path, seconds_left: floa
         summary = f"killed by {signal.Signals(-returncode).name}"
     else:
         status = "passed" if returncode == 0 else "failed"
-        summary = (step.summarize or _last_line)(output, returncode)
-        problem = step.verify(output) if step.verify and returncode == 0 else None
+        try:
+            summary = (step.summarize or _last_line)(output, returncode)
+            problem = step.verify(output) if step.verify and returncode == 0 else None
+        except Exception as error:  # noqa: BLE001 - an output the report cannot read fails this step only
+            summary = problem = f"the report could not read this step's output: {type(error).__name__}: {error}"
         if problem:
             status, summary = "failed", problem
     return dict(record, status=status, seconds=seconds, returncode=returncode,
