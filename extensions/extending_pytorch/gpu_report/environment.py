@@ -61,6 +61,10 @@ def nvcc_version() -> str | None:
 
 def commit() -> dict:
     """The repository's commit, and whether the working tree differs from it."""
+    if os.environ.get("GPU_REPORT_COMMIT"):
+        # A copy of the working tree whose .git is not its own (a borrowed GPU
+        # machine's copy, say): the commit the copy was made from, as told.
+        return dict(commit=os.environ["GPU_REPORT_COMMIT"], dirty=None)
     head = _output(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO_ROOT)
     if head is None:
         return dict(commit=None, dirty=None)
