@@ -57,6 +57,25 @@ WRONG_ANSWERS = {
             AssertionError,
             r"1 torch\.uint8 \(1 B\): pages\(\) returned 1\.0, a float: return an int",
         ),
+        (
+            "rounds bytes / 4096 + 0.5 to the nearest int: Python rounds halves to even, so a whole odd number of pages "
+            "gets one more",
+            "def pages(tensor):\n    return round(tensor.nbytes / 4096 + 0.5)\n",
+            AssertionError,
+            r"4096 torch\.uint8 \(4096 B\): pages\(\) returned 2, the solution 1",
+        ),
+        (
+            "adds a page for the remainder whenever there are bytes, even when none remain",
+            "def pages(tensor):\n    return tensor.nbytes // 4096 + (1 if tensor.nbytes else 0)\n",
+            AssertionError,
+            r"4096 torch\.uint8 \(4096 B\): pages\(\) returned 2, the solution 1",
+        ),
+        (
+            "takes a page for 4,000 bytes (4 kB), not 4,096 (4 KiB)",
+            "import math\n\n\ndef pages(tensor):\n    return math.ceil(tensor.nbytes / 4000)\n",
+            AssertionError,
+            r"4096 torch\.uint8 \(4096 B\): pages\(\) returned 2, the solution 1",
+        ),
     ],
 }
 
