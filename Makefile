@@ -26,7 +26,8 @@
 #                  bytes and the benchmark sweep, recorded in notebooks/data/gpu/ (JSON and Markdown); with
 #                  the Python in GPU_PYTHON (default: .venv's if there is one, else python3), no .venv
 #                  needed, the operators built by load_jit. Without a GPU it writes a record saying so
-#                  to _build/gpu-report/. GPU_REPORT_FLAGS="--budget 300 --quick" and so on.
+#                  to _build/gpu-report/. GPU_REPORT_FLAGS (default --parallel: the checks that neither time
+#                  kernels nor read DRAM counters run side by side) takes "--budget 300 --quick" and so on.
 #   make test-oldest  reader profile (a), a Linux laptop with a CPU torch and no CUDA toolkit: every
 #                  notebook under strict nbval, and the tests whose subject depends on torch's version
 #                  (not those marked same_on_every_torch), on the oldest supported torch ($(OLDEST_TORCH),
@@ -90,6 +91,7 @@ test: $(NATIVE_STAMP)
 
 # Not tied to .venv: a GPU machine may have its own torch and no network to build .venv with.
 GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
+GPU_REPORT_FLAGS ?= --parallel
 gpu-report:
 	PYTHONPATH=extensions$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) -m extending_pytorch.gpu_report $(GPU_REPORT_FLAGS)
 

@@ -207,6 +207,72 @@ def test_nsight_compute_csv_gives_bytes_and_seconds_per_kernel_in_base_units():
     assert parse.ncu_kernels("==PROF== no kernels were profiled") == []
 
 
+def test_nsight_compute_2025_units_are_read():
+    # Catches the report's first run on an H200 (Nsight Compute 2025 prints "ns"):
+    # the parser raised there, and the report ended without a record.
+    forward, _ = parse.ncu_kernels(NCU_SAMPLE.replace('"nsecond","722,016"', '"ns","722,016"'))
+    assert forward["seconds"] == pytest.approx(722.016e-6)
+
+
+def test_an_output_the_report_cannot_read_fails_that_step_only(monkeypatch, tmp_path):
+    # Catches a parser's exception ending the whole report (and its record) at one step.
+    def unreadable(output, returncode):
+        raise ValueError("unknown Nsight Compute unit 'furlong'")
+
+    def fake_plan(python, work_dir, *, has_gpu, quick=False):
+        first = python_step("ncu-x", "print('profiled')")
+        first.summarize = unreadable
+        return [first, python_step("second", "print('ran')")]
+
+    monkeypatch.setattr(steps, "plan", fake_plan)
+    report = run.run_report(log_dir=tmp_path, announce=lambda *a, **k: None)
+    assert [(s["name"], s["status"]) for s in report["steps"]] == [("ncu-x", "failed"), ("second", "passed")]
+    assert "furlong" in report["steps"][0]["summary"]
+
+
+def test_parallel_runs_lanes_side_by_side_and_the_alone_steps_by_themselves(monkeypatch, tmp_path):
+    # Catches a --parallel that runs a step which times kernels or reads DRAM counters
+    # while another step runs (its figures would include the other's work), and one that
+    # runs the lanes one after another: the first lane's step waits for a file the
+    # second lane's step writes, and fails if it does not come.
+    events, flag = tmp_path / "events", tmp_path / "flag"
+
+    def step(name, body="", **fields):
+        code = (f"import pathlib, time\nlog = pathlib.Path({str(events)!r})\n"
+                f"with log.open('a') as f: f.write('start {name} %r\\n' % time.monotonic())\n"
+                f"{body}\n"
+                f"with log.open('a') as f: f.write('end {name} %r\\n' % time.monotonic())\n")
+        made = python_step(name, code)
+        for key, value in fields.items():
+            setattr(made, key, value)
+        return made
+
+    waits = (f"flag = pathlib.Path({str(flag)!r})\n"
+             "for _ in range(600):\n    if flag.exists(): break\n    time.sleep(0.1)\n"
+             "else:\n    raise SystemExit('the other lane never ran beside this one')")
+    writes = f"pathlib.Path({str(flag)!r}).write_text('here')\ntime.sleep(0.3)"
+
+    def fake_plan(python, work_dir, *, has_gpu, quick=False):
+        return [step("build", alone=True), step("tests", waits, lane="a"), step("sweep", alone=True),
+                step("sanitizer", writes, lane="b"), step("ncu", alone=True)]
+
+    monkeypatch.setattr(steps, "plan", fake_plan)
+    report = run.run_report(parallel=True, log_dir=tmp_path, announce=lambda *a, **k: None)
+    assert [(s["name"], s["status"]) for s in report["steps"]] == [
+        ("build", "passed"), ("tests", "passed"), ("sweep", "passed"), ("sanitizer", "passed"), ("ncu", "passed")]
+    spans = {}
+    for line in events.read_text().splitlines():
+        what, name, when = line.split()
+        spans.setdefault(name, {})[what] = float(when)
+    for alone in ("build", "sweep", "ncu"):
+        for other, span in spans.items():
+            if other != alone:
+                apart = span["end"] <= spans[alone]["start"] or span["start"] >= spans[alone]["end"]
+                assert apart, f"{other} ran while {alone}, which must run alone, ran"
+    assert spans["build"]["end"] <= spans["tests"]["start"]  # the build first: the others load its operators
+    assert report["parallel"] is True
+
+
 def test_unknown_nsight_compute_units_are_an_error_not_a_guess():
     with pytest.raises(ValueError, match="unknown Nsight Compute unit 'furlong'"):
         parse.ncu_kernels(NCU_SAMPLE.replace('"nsecond"', '"furlong"'))
@@ -377,6 +443,9 @@ def test_the_recorded_command_names_no_path_of_the_machine():
     assert environment.command(["--output-dir", "/home/me/out", "--quick", "--log-dir=/tmp/x"]) == (
         "python -m extending_pytorch.gpu_report --output-dir DIR --quick --log-dir=DIR")
     assert environment.command([]) == "python -m extending_pytorch.gpu_report"
+    # A note is kept in the record's notes: the command says one was given.
+    assert environment.command(["--note", "helion 1.4.0 here", "--note=x"]) == (
+        "python -m extending_pytorch.gpu_report --note TEXT --note=TEXT")
 
 
 def test_a_step_can_fail_on_what_it_printed_and_gets_its_own_environment(tmp_path):

@@ -302,10 +302,13 @@ def test_no_autotuning_with_the_pinned_configs():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="autotuning times configurations on a GPU")
 def test_autotuned_kernels_follow_the_reference_cuda(monkeypatch):
-    # Tuned once (float32, 256 x 512), as the GPU report tunes them; then every dtype
-    # and layout under the configs chosen. Kernels without a config would tune again
-    # for every new dtype.
-    forward, backward = helion_ops.make_kernels(*helion_ops.autotune(256, 512))
+    # Tuned once (float32, 256 x 512) among a few configs, as the GPU report tunes them
+    # among many (a search of effort "quick" took over a minute per kernel on an H200);
+    # then every dtype and layout under the configs chosen. Kernels without a config
+    # would tune again for every new dtype.
+    candidates = [helion.Config(block_sizes=[rows, columns], num_warps=warps, num_stages=1)
+                  for rows, columns, warps in [(1, 64, 4), (1, 256, 2), (2, 512, 4), (1, 1024, 8)]]
+    forward, backward = helion_ops.make_kernels(*helion_ops.autotune(256, 512, configs=candidates))
     monkeypatch.setattr(helion_ops, "forward_kernel", forward)
     monkeypatch.setattr(helion_ops, "backward_kernel", backward)
     testing.check_against_reference(helion_ops.triplet_hinge_loss, ("contiguous",) * 3, 64, 256, device="cuda")

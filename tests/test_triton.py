@@ -382,12 +382,19 @@ class _RecordOps(TorchDispatchMode):
     own machinery, not the operator's, and absent on a GPU.)
     """
 
+    # On a GPU, wrap_triton's launches reach the mode as the higher-order operator
+    # triton_kernel_wrapper_mutation, which a mode must accept (torch raises
+    # NotImplementedError otherwise): it is a launch, and runs unrecorded.
+    supports_higher_order_operators = True
+
     def __init__(self):
         super().__init__()
         self.ops = []
         self.launching = False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if isinstance(func, torch._ops.HigherOrderOperator):
+            return func(*args, **(kwargs or {}))
         if not self.launching:
             self.ops.append(func.name())
         return func(*args, **(kwargs or {}))

@@ -151,18 +151,20 @@ def use_configs(forward_config, backward_config) -> None:
     forward_kernel, backward_kernel = make_kernels(forward_config, backward_config)
 
 
-def autotune(batch: int, dim: int, *, dtype=torch.float32, effort: str = "quick", seed: int = 0):
+def autotune(batch: int, dim: int, *, dtype=torch.float32, effort: str = "quick", configs=None, seed: int = 0):
     """Autotune both kernels once, on a GPU, on random contiguous rows of B x D.
 
     Returns (forward config, backward config): what Helion's autotuner with
-    `autotune_effort=effort` chose, timing candidates on this GPU. The
-    backward is tuned on the distances the tuned forward saved, with the
-    mean's per-row scale (a stride-0 view), as the operator calls it.
+    `autotune_effort=effort` chose, timing candidates on this GPU; with
+    `configs` (a list of helion.Config), it times those only. The backward
+    is tuned on the distances the tuned forward saved, with the mean's
+    per-row scale (a stride-0 view), as the operator calls it.
     """
     if not torch.cuda.is_available():
         raise RuntimeError("autotuning times configurations on a GPU; there is no CUDA device here")
+    restricted = {} if configs is None else dict(configs=list(configs))
     forward, backward = make_kernels(None, None, autotune_effort=effort, autotune_random_seed=seed,
-                                     autotune_progress_bar=False)
+                                     autotune_progress_bar=False, **restricted)
     generator = torch.Generator(device="cuda").manual_seed(seed)
     inputs = torch.randn(3, batch, dim, device="cuda", dtype=dtype, generator=generator).unbind(0)
     hyper = hyperparameter_tensor(-1.0, 0.5, 0.5, dtype, "cuda")

@@ -11,9 +11,12 @@ rest (`steps.plan` lists them): the GPU tests; compute-sanitizer's memcheck,
 racecheck, initcheck and synccheck on the book's kernels at small shapes; a
 wrong-rank involution weight, which must be a clear error and never a crash;
 Nsight Compute's DRAM bytes per kernel; the SIMT emulator (which CUDA headers
-it found, its kernels against the GPU's); and the benchmark sweep (eager,
-torch.compile, the CUDA operator and Triton, float32 and bfloat16, up to
-B x D = 32768 x 8192, with the copy bandwidth measured in the same run).
+it found, its kernels against the GPU's); chapter 9's Helion kernels
+autotuned once; and the benchmark sweep (eager, torch.compile, the CUDA
+operator, Triton and Helion, float32 and bfloat16, up to B x D = 32768 x
+8192, with the copy bandwidth measured in the same run). With --parallel
+(the default of `make gpu-report`) the steps that time kernels or read DRAM
+counters run alone, and the others side by side.
 
 It writes one JSON and one Markdown file per run, named after the date, the
 GPU and torch, with their provenance (GPU, driver, CUDA, torch, triton,

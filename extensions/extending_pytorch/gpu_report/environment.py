@@ -98,8 +98,10 @@ def gpus() -> list[dict]:
     return found
 
 
-# Options whose value is a path of this machine: recorded as the option alone.
+# Options whose value is a path of this machine (recorded as DIR), or a text
+# the record keeps in full elsewhere (--note: its notes, recorded as TEXT).
 PATH_OPTIONS = ("--output-dir", "--log-dir")
+TEXT_OPTIONS = ("--note",)
 
 
 def command(argv: list[str]) -> str:
@@ -108,8 +110,12 @@ def command(argv: list[str]) -> str:
     for k, word in enumerate(argv):
         if k and argv[k - 1] in PATH_OPTIONS:
             words.append("DIR")
+        elif k and argv[k - 1] in TEXT_OPTIONS:
+            words.append("TEXT")
         elif word.startswith(tuple(f"{o}=" for o in PATH_OPTIONS)):
             words.append(word.split("=", 1)[0] + "=DIR")
+        elif word.startswith(tuple(f"{o}=" for o in TEXT_OPTIONS)):
+            words.append(word.split("=", 1)[0] + "=TEXT")
         else:
             words.append(word)
     return " ".join(words)

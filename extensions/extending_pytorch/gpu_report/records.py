@@ -259,7 +259,7 @@ def helion_lines(report: dict) -> list[str]:
 
 
 class RecordsView:
-    """Every GPU record, each under a heading with its tables: what the pages show.
+    """Every GPU record, each under a heading with its tables and notes: what the pages show.
 
     `parts` picks the tables: "steps", "benchmark" (one per dtype, forward +
     backward) and "dram". HTML in Jupyter and on the site, text elsewhere.
@@ -293,8 +293,9 @@ class RecordsView:
         if not self.reports:
             return "No GPU record in notebooks/data/gpu/ yet: run make gpu-report on a machine with a GPU."
         out = []
-        for title, tables in self.sections():
+        for report, (title, tables) in zip(self.reports, self.sections()):
             out += [title, "=" * len(title)] + [str(t) + "\n" for t in tables]
+            out += [f"- {note}" for note in report.get("notes", [])]
         return "\n".join(out)
 
     __repr__ = __str__
@@ -305,9 +306,12 @@ class RecordsView:
         if not self.reports:
             return f"<p>{html.escape(str(self))}</p>"
         out = []
-        for title, tables in self.sections():
+        for report, (title, tables) in zip(self.reports, self.sections()):
             out.append(f"<p><strong>{html.escape(title)}</strong></p>")
             out += [t._repr_html_() for t in tables]
+            if report.get("notes"):
+                items = "".join(f"<li>{html.escape(note)}</li>" for note in report["notes"])
+                out.append(f"<p>Notes of this record:</p><ul>{items}</ul>")
         return "\n".join(out)
 
 

@@ -122,7 +122,7 @@ def plan(python: str, work_dir: pathlib.Path, *, has_gpu: bool, quick: bool = Fa
         "helion-autotune",
         f"Helion's autotuner (effort {HELION_EFFORT!r}) on chapter 9's forward and backward kernels, once, "
         f"at {HELION_TUNE_SIZE[0]} x {HELION_TUNE_SIZE[1]} float32: the configs the sweep and Nsight Compute use",
-        [*workloads, "helion-autotune", helion_configs[1]], 120, needs(no_gpu, no_helion), _last_line,
+        [*workloads, "helion-autotune", helion_configs[1]], 240, needs(no_gpu, no_helion), _last_line,
         alone=True,
     ))
     steps.append(Step(
