@@ -1068,6 +1068,27 @@ def test_exercise_check_compiles_the_solution_for_a_gpu(capsys):
     assert "and it compiles for a GPU (float16 and float32)" in capsys.readouterr().out
 
 
+def test_the_compile_step_finds_a_load_without_a_mask():
+    # Catches the hole of exercise 1's check on a GPU, where no interpreter records the
+    # addresses: a load without a mask, whose lanes past the row tl.where drops, gives the
+    # right sums there while it reads past the row. The compiled kernel shows the load.
+    solution = _solution_source()
+    unmasked = solution.replace(
+        "x = tl.load(x_ptr + row * row_stride + cols * col_stride, mask=mask, other=0.0)",
+        "x = tl.load(x_ptr + row * row_stride + cols * col_stride)\n        x = tl.where(mask, x, 0.0)",
+    )
+    assert unmasked != solution
+    launch = ([torch.empty(4, 100), torch.empty(4), 100, 100, 1], dict(BLOCK=16))
+    reports = {}
+    for label, source in (("solution", solution), ("unmasked", unmasked)):
+        _check, answer = _exercise_check_and_answer(source)
+        (reports[label],) = triton_ops.gpu_compile(answer.__globals__["squared_norms_kernel"], [launch])
+    assert reports["solution"] == dict(error=None, unmasked_loads=[])
+    assert reports["unmasked"]["error"] is None
+    (load,) = reports["unmasked"]["unmasked_loads"]
+    assert "tt.load" in load and "tensor<16x!tt.ptr<f32>>" in load
+
+
 @interpreted_only
 @pytest.mark.parametrize("wrong", _compiled_answers(), ids=lambda w: w[0][:40])
 def test_exercise_check_rejects_what_only_the_compiler_rejects(wrong):

@@ -616,12 +616,34 @@ def kernel_source(kernel) -> str:
     return "\n".join([header, *definitions.values(), "", *reversed(sources)])
 
 
-def gpu_compile_errors(kernel, launches, *, arch: int = 90, num_warps: int = 4, timeout: float = 300) -> list:
+def unmasked_block_loads(ttir: str) -> list[str]:
+    """The loads of a block without a mask in a kernel's Triton IR (`compiled.asm["ttir"]`).
+
+    A `tt.load` of a tensor of pointers with one operand (no mask, no
+    `other`) reads every lane's address on a GPU: a `tl.where` after it
+    discards the value but not the read, past a row's end. Scalar loads and
+    block pointers with a boundary check are not listed.
+    """
+    found = []
+    for line in ttir.splitlines():
+        text = line.split(" loc(")[0].strip()
+        if " tt.load " not in f" {text} " or " : " not in text:
+            continue
+        operands, result = text.split("tt.load", 1)[1].split(" : ", 1)
+        if result.strip().startswith("tensor<") and "," not in operands and "boundaryCheck" not in text:
+            found.append(text)
+    return found
+
+
+def gpu_compile(kernel, launches, *, arch: int = 90, num_warps: int = 4, timeout: float = 300) -> list:
     """Compile `kernel` for a GPU, once per launch, in one fresh process.
 
     `launches` is a list of (args, constexprs) pairs, as `compile_for_gpu`
     takes them (tensors are sent as their dtype, shape and strides). Returns
-    one entry per launch: None where it compiled, else the compiler's error.
+    one dict per launch: `error`, None where it compiled, else the
+    compiler's error; and `unmasked_loads`, the compiled kernel's loads of a
+    block without a mask (`unmasked_block_loads`), which the interpreter
+    runs without complaint where they stay inside the launch's tensors.
     The process runs with TRITON_INTERPRET=0, so this works where this one
     runs the interpreter, and needs no GPU. The interpreter runs code the
     compiler rejects (a loop-carried variable whose type changes, a
@@ -653,7 +675,7 @@ def gpu_compile_errors(kernel, launches, *, arch: int = 90, num_warps: int = 4, 
         kernel = getattr(reader_kernel, name)
         while not isinstance(kernel, triton.JITFunction):  # an autotuner or a heuristic around it
             kernel = kernel.fn
-        errors = []
+        reports = []
         for spec, options in launches:
             args = [
                 torch.empty_strided(a["shape"], a["stride"], dtype=getattr(torch, a["dtype"]))
@@ -661,11 +683,13 @@ def gpu_compile_errors(kernel, launches, *, arch: int = 90, num_warps: int = 4, 
                 for a in spec
             ]
             try:
-                triton_ops.compile_for_gpu(kernel, *args, **options)
-                errors.append(None)
+                compiled = triton_ops.compile_for_gpu(kernel, *args, **options)
             except Exception as error:
-                errors.append(f"{type(error).__name__}: {error}".strip().splitlines()[-1])
-        print(json.dumps(errors))
+                reports.append(dict(error=f"{type(error).__name__}: {error}".strip().splitlines()[-1],
+                                    unmasked_loads=[]))
+            else:
+                reports.append(dict(error=None, unmasked_loads=triton_ops.unmasked_block_loads(compiled.asm["ttir"])))
+        print(json.dumps(reports))
     """)
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     with tempfile.TemporaryDirectory() as scratch:
