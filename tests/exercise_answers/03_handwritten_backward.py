@@ -106,6 +106,48 @@ WRONG_ANSWERS = {
             AssertionError,
             r"ctx\.x holds a tensor: save tensors with ctx\.save_for_backward \(section 6\.1\)",
         ),
+        (
+            "sigmoid written out, 1 / (1 + e^-x): right first derivative, nan second derivative where e^-x overflows (passed the old check)",
+            "class Softplus(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        ctx.save_for_backward(x)\n"
+            "        return F.softplus(x)\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        (x,) = ctx.saved_tensors\n"
+            "        return grad_output / (1 + torch.exp(-x))\n",
+            AssertionError,
+            r"the second derivative is not finite at x = \[-100\.0\] \(torch\.float32\): autograd differentiates your backward's formula",
+        ),
+        (
+            "sigmoid as 1 - 1 / (1 + e^x): nan second derivative where e^x overflows (passed the old check)",
+            "class Softplus(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        ctx.save_for_backward(x)\n"
+            "        return F.softplus(x)\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        (x,) = ctx.saved_tensors\n"
+            "        return grad_output * (1 - 1 / (1 + torch.exp(x)))\n",
+            AssertionError,
+            r"the second derivative is not finite at x = \[100\.0\] \(torch\.float32\)",
+        ),
+        (
+            "overflow guarded with torch.where: the untaken branch's nan reaches the second derivative (passed the old check)",
+            "class Softplus(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        ctx.save_for_backward(x)\n"
+            "        return F.softplus(x)\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        (x,) = ctx.saved_tensors\n"
+            "        return grad_output * torch.where(x > 0, 1 / (1 + torch.exp(-x)), torch.exp(x) / (1 + torch.exp(x)))\n",
+            AssertionError,
+            r"the second derivative is not finite at x = \[100\.0, -100\.0\] \(torch\.float32\)",
+        ),
     ],
     2: [
         (
@@ -204,6 +246,23 @@ WRONG_ANSWERS = {
             "        return (grad_output - y * (y * grad_output).sum(dim=-1, keepdim=True)) / norm\n",
             AssertionError,
             r"save only the input and the output with ctx\.save_for_backward, no intermediate",
+        ),
+        (
+            "saves the output and keeps the input in a dict on ctx (passed the old check, which looked only into lists and tuples)",
+            "class Normalize(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        y = x / x.norm(dim=-1, keepdim=True)\n"
+            "        ctx.save_for_backward(y)\n"
+            "        ctx.cache = {'x': x}\n"
+            "        return y\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        (y,) = ctx.saved_tensors\n"
+            "        norm = ctx.cache['x'].norm(dim=-1, keepdim=True)\n"
+            "        return (grad_output - y * (y * grad_output).sum(dim=-1, keepdim=True)) / norm\n",
+            AssertionError,
+            r"ctx\.cache holds a tensor: save tensors with ctx\.save_for_backward \(section 6\.1\)",
         ),
     ],
     3: [
@@ -347,6 +406,57 @@ WRONG_ANSWERS = {
             AssertionError,
             r"ctx\.x holds a tensor: backward must compute from the saved output alone",
         ),
+        (
+            "computes exp(x) - 1 (expm1) and a backward consistent with it: the gradients are exp's, the values are not (passed the old check)",
+            "class FuncExp(Function):\n"
+            "    generate_vmap_rule = True\n"
+            "    @staticmethod\n"
+            "    def forward(x):\n"
+            "        return torch.expm1(x)\n"
+            "    @staticmethod\n"
+            "    def setup_context(ctx, inputs, output):\n"
+            "        ctx.save_for_backward(output)\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        (result,) = ctx.saved_tensors\n"
+            "        return grad_output * (result + 1)\n",
+            AssertionError,
+            r"the forward is off: exp\(x\), in x's dtype",
+        ),
+        (
+            "computes in float64 whatever the input's dtype (passed the old check)",
+            "class FuncExp(Function):\n"
+            "    generate_vmap_rule = True\n"
+            "    @staticmethod\n"
+            "    def forward(x):\n"
+            "        return x.double().exp()\n"
+            "    @staticmethod\n"
+            "    def setup_context(ctx, inputs, output):\n"
+            "        ctx.save_for_backward(output)\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        (result,) = ctx.saved_tensors\n"
+            "        return grad_output * result\n",
+            AssertionError,
+            r"the forward is off: exp\(x\), in x's dtype \(torch\.float32.*\n.*dtype",
+        ),
+        (
+            "saves the output, and backward reads it from a dict kept on ctx (passed the old check)",
+            "class FuncExp(Function):\n"
+            "    generate_vmap_rule = True\n"
+            "    @staticmethod\n"
+            "    def forward(x):\n"
+            "        return x.exp()\n"
+            "    @staticmethod\n"
+            "    def setup_context(ctx, inputs, output):\n"
+            "        ctx.save_for_backward(output)\n"
+            "        ctx.store = {'result': output}\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        return grad_output * ctx.store['result']\n",
+            AssertionError,
+            r"ctx\.store holds a tensor",
+        ),
     ],
 }
 
@@ -378,6 +488,30 @@ RIGHT_ANSWERS = {
             "    def backward(ctx, grad_output):\n"
             "        (x,) = ctx.saved_tensors\n"
             "        return grad_output * torch.sigmoid(x)\n",
+        ),
+        (
+            "sigmoid as exp(x - softplus(x)), finite everywhere",
+            "class Softplus(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        ctx.save_for_backward(x)\n"
+            "        return F.softplus(x)\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        (x,) = ctx.saved_tensors\n"
+            "        return grad_output * torch.exp(x - F.softplus(x))\n",
+        ),
+        (
+            "sigmoid through tanh, (1 + tanh(x / 2)) / 2",
+            "class Softplus(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        ctx.save_for_backward(x)\n"
+            "        return F.softplus(x)\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        (x,) = ctx.saved_tensors\n"
+            "        return grad_output * (1 + torch.tanh(x / 2)) / 2\n",
         ),
     ],
     2: [
