@@ -37,6 +37,33 @@ WRONG_ANSWERS = {
             AssertionError,
             r"the two-pass backward multiplies by grad_output while it writes the gradients: 9 whatever",
         ),
+        (
+            "counts the scaling as one pass over the gradients (9), not a read and a write of each",
+            "def numbers_moved(design, backward, grad_output_is_one=True):\n"
+            "    if design == \"two-pass\":\n"
+            "        return 9 if backward else 3\n"
+            "    return 6 if grad_output_is_one or not backward else 9\n",
+            AssertionError,
+            r"numbers_moved\('grad_in_forward', True, grad_output_is_one=False\) returned 9, expected 12: scaling",
+        ),
+        (
+            "grad_output_is_one defaults to False",
+            "def numbers_moved(design, backward, grad_output_is_one=False):\n"
+            "    if design == \"two-pass\":\n"
+            "        return 9 if backward else 3\n"
+            "    return 6 if grad_output_is_one or not backward else 12\n",
+            AssertionError,
+            r"numbers_moved\('grad_in_forward', True\) returned 12, expected 6: grad_output_is_one defaults to True",
+        ),
+        (
+            "counts only the reads (the writes of the gradients are left out)",
+            "def numbers_moved(design, backward, grad_output_is_one=True):\n"
+            "    if design == \"two-pass\":\n"
+            "        return 6 if backward else 3\n"
+            "    return 3 if grad_output_is_one or not backward else 6\n",
+            AssertionError,
+            r"numbers_moved\('two-pass', True, grad_output_is_one=True\) returned 6, expected 9",
+        ),
     ],
     2: [
         (
@@ -69,6 +96,43 @@ WRONG_ANSWERS = {
             AssertionError,
             r"dim=1, element_size=4: 0\.125, expected 0\.0: a row of 4 bytes has no full 32-byte register",
         ),
+        (
+            "takes the allocator's 64-byte alignment for the register's 32",
+            "def streaming_rows(dim, element_size):\n"
+            "    if dim * element_size < 32:\n"
+            "        return 0.0\n"
+            "    return 1 / (64 // math.gcd(dim * element_size, 64))\n",
+            AssertionError,
+            r"dim=513, element_size=4: 0\.0625, expected 0\.125",
+        ),
+        (
+            "every row when D fills whole registers, else one row per register's numbers",
+            "def streaming_rows(dim, element_size):\n"
+            "    per_register = 32 // element_size\n"
+            "    if dim < per_register:\n"
+            "        return 0.0\n"
+            "    return 1.0 if dim % per_register == 0 else 1 / per_register\n",
+            AssertionError,
+            r"dim=516, element_size=4: 0\.125, expected 0\.5",
+        ),
+        (
+            "the gcd of D and 32, leaving out the bytes per number",
+            "def streaming_rows(dim, element_size):\n"
+            "    if dim * element_size < 32:\n"
+            "        return 0.0\n"
+            "    return 1 / (32 // math.gcd(dim, 32))\n",
+            AssertionError,
+            r"dim=513, element_size=4: 0\.03125, expected 0\.125",
+        ),
+        (
+            "rows shorter than 64 bytes (the allocator's alignment) stream nothing",
+            "def streaming_rows(dim, element_size):\n"
+            "    if dim * element_size < 64:\n"
+            "        return 0.0\n"
+            "    return 1 / (32 // math.gcd(dim * element_size, 32))\n",
+            AssertionError,
+            r"dim=9, element_size=4: 0\.0, expected 0\.125: a row of 36 bytes holds a full 32-byte register",
+        ),
     ],
 }
 
@@ -89,6 +153,12 @@ RIGHT_ANSWERS = {
             "        return 0.0\n"
             "    starts = [i * dim * element_size for i in range(32)]\n"
             "    return sum(start % 32 == 0 for start in starts) / 32\n",
+        ),
+        (
+            "the gcd taken on numbers: a register's numbers over their gcd with D",
+            "def streaming_rows(dim, element_size):\n"
+            "    per_register = 32 // element_size\n"
+            "    return 0.0 if dim < per_register else 1 / (per_register // math.gcd(dim, per_register))\n",
         ),
     ],
 }
