@@ -462,3 +462,27 @@ def test_a_step_can_fail_on_what_it_printed_and_gets_its_own_environment(tmp_pat
     result = run_one(step, tmp_path)
     assert (result["status"], result["summary"]) == ("failed", "no kernel in the output")
     assert result["output"].strip() == "1"
+
+
+def test_helion_runs_under_the_configs_the_autotuning_step_kept(monkeypatch, tmp_path):
+    # Catches a sweep that ignores the tuned configs, and one that loses the forward's when
+    # the step was stopped while the backward tuned (the H200's first run was stopped so).
+    helion = pytest.importorskip("helion", reason="helion is installed on Linux only")
+    from extending_pytorch import helion_ops
+    from extending_pytorch.gpu_report import workloads
+
+    monkeypatch.setattr(helion_ops, "forward_kernel", helion_ops.forward_kernel)
+    monkeypatch.setattr(helion_ops, "backward_kernel", helion_ops.backward_kernel)
+    assert workloads.use_helion_configs(tmp_path / "missing.json") is None
+    assert helion_ops.forward_kernel.configs == [helion_ops.FORWARD_CONFIG]
+    tuned = dict(block_sizes=[2, 256], num_warps=8, num_stages=1)
+    path = tmp_path / "helion_configs.json"
+    path.write_text(json.dumps(dict(batch=32768, dim=8192, dtype="float32", effort="quick", seconds=240.0,
+                                    forward=tuned, backward=None)))
+    record = workloads.use_helion_configs(path)
+    assert helion_ops.forward_kernel.configs == [helion.Config(**tuned)]
+    assert helion_ops.backward_kernel.configs == [helion_ops.BACKWARD_CONFIG]
+    text = records.markdown(sample_report(helion_configs=record))
+    assert '- forward: `{"block_sizes": [2, 256], "num_stages": 1, "num_warps": 8}`' in text
+    assert "- backward: not tuned (stopped)" in text
+

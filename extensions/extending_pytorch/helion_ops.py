@@ -151,7 +151,8 @@ def use_configs(forward_config, backward_config) -> None:
     forward_kernel, backward_kernel = make_kernels(forward_config, backward_config)
 
 
-def autotune(batch: int, dim: int, *, dtype=torch.float32, effort: str = "quick", configs=None, seed: int = 0):
+def autotune(batch: int, dim: int, *, dtype=torch.float32, effort: str = "quick", configs=None, seed: int = 0,
+             tuned_forward=None):
     """Autotune both kernels once, on a GPU, on random contiguous rows of B x D.
 
     Returns (forward config, backward config): what Helion's autotuner with
@@ -159,6 +160,8 @@ def autotune(batch: int, dim: int, *, dtype=torch.float32, effort: str = "quick"
     `configs` (a list of helion.Config), it times those only. The backward
     is tuned on the distances the tuned forward saved, with the mean's
     per-row scale (a stride-0 view), as the operator calls it.
+    `tuned_forward(config)`, if given, is called with the forward's config
+    as soon as it is chosen (a caller that may be stopped keeps it).
     """
     if not torch.cuda.is_available():
         raise RuntimeError("autotuning times configurations on a GPU; there is no CUDA device here")
@@ -169,6 +172,8 @@ def autotune(batch: int, dim: int, *, dtype=torch.float32, effort: str = "quick"
     inputs = torch.randn(3, batch, dim, device="cuda", dtype=dtype, generator=generator).unbind(0)
     hyper = hyperparameter_tensor(-1.0, 0.5, 0.5, dtype, "cuda")
     forward_config = forward.autotune((*inputs, hyper))
+    if tuned_forward is not None:
+        tuned_forward(forward_config)
     _per_row, distances = forward(*inputs, hyper)
     scale = torch.ones((), dtype=distance_dtype(dtype), device="cuda").div(batch).expand(batch)
     backward_config = backward.autotune((scale, *inputs, distances, hyper))

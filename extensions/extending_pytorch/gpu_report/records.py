@@ -252,7 +252,8 @@ def helion_lines(report: dict) -> list[str]:
         out.append(f"- autotuned once (effort {tuned['effort']!r}) at {tuned['batch']} x {tuned['dim']} "
                    f"{tuned['dtype']}, in {tuned['seconds']:.0f} s")
         for kernel in ("forward", "backward"):
-            out.append(f"- {kernel}: `{json.dumps(tuned[kernel], sort_keys=True)}`")
+            chosen = tuned.get(kernel)
+            out.append(f"- {kernel}: " + (f"`{json.dumps(chosen, sort_keys=True)}`" if chosen else "not tuned (stopped)"))
     if swept:
         out.append(f"- the sweep's Helion kernels: {swept}")
     return out + [""]

@@ -176,11 +176,17 @@ def helion_autotune(output: pathlib.Path) -> None:
 
     batch, dim = HELION_TUNE_SIZE
     started = time.monotonic()
-    forward, backward = helion_ops.autotune(batch, dim, effort=HELION_EFFORT)
-    record = dict(batch=batch, dim=dim, dtype="float32", effort=HELION_EFFORT,
-                  seconds=round(time.monotonic() - started, 1),
-                  forward=dict(forward), backward=dict(backward))
-    output.write_text(json.dumps(record, indent=1))
+    record = dict(batch=batch, dim=dim, dtype="float32", effort=HELION_EFFORT, forward=None, backward=None)
+
+    def write(**configs):
+        # After each kernel: a step stopped while the backward tunes keeps the forward's config.
+        record.update(configs, seconds=round(time.monotonic() - started, 1))
+        output.write_text(json.dumps(record, indent=1))
+
+    forward, backward = helion_ops.autotune(
+        batch, dim, effort=HELION_EFFORT, tuned_forward=lambda config: write(forward=dict(config))
+    )
+    write(forward=dict(forward), backward=dict(backward))
     print(f"autotuned in {record['seconds']:.0f} s at {batch} x {dim}: forward {dict(forward)}; "
           f"backward {dict(backward)}")
 
@@ -189,7 +195,8 @@ def use_helion_configs(path: pathlib.Path | None) -> dict | None:
     """Run chapter 9's operator under the configs in `path`, if it exists: that record.
 
     Without it (the autotune step failed or did not run) the operator keeps
-    its pinned configs, and the records say so (None).
+    its pinned configs, and the records say so (None); a kernel the step
+    did not finish tuning (the backward, if it was stopped) keeps its own.
     """
     if path is None or not path.is_file():
         return None
@@ -198,7 +205,9 @@ def use_helion_configs(path: pathlib.Path | None) -> dict | None:
     from extending_pytorch import helion_ops
 
     record = json.loads(path.read_text())
-    helion_ops.use_configs(helion.Config(**record["forward"]), helion.Config(**record["backward"]))
+    tuned = [helion.Config(**record[kernel]) if record.get(kernel) else pinned
+             for kernel, pinned in (("forward", helion_ops.FORWARD_CONFIG), ("backward", helion_ops.BACKWARD_CONFIG))]
+    helion_ops.use_configs(*tuned)
     return record
 
 
@@ -249,7 +258,7 @@ def sweep(output: pathlib.Path, quick: bool = False, helion_configs: pathlib.Pat
         tuned = use_helion_configs(helion_configs)
         small = [t.requires_grad_() for t in torch.randn(3, 8, 40, device="cuda").unbind(0)]
         torch.autograd.grad(_implementation("helion")(*small, **SETTINGS), small)
-        helion = "tuned" if tuned else "pinned"
+        helion = "pinned" if not tuned else ("tuned" if tuned.get("backward") else "forward tuned, backward pinned")
     except Exception as error:  # noqa: BLE001 - recorded, and the sweep goes on
         names.remove("helion")
         helion = f"left out: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
