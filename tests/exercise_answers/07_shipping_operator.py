@@ -136,6 +136,53 @@ WRONG_ANSWERS = {
             AssertionError,
             r"missed _ZNSt6vectorIN2at6TensorESaIS1_EED1Ev",
         ),
+        (
+            "demangles, but also counts fbgemm:: and gloo::, libraries torch bundles, which the exercise says are "
+            "not torch's (passed the old check: no library it reads asks for them)",
+            "def unstable_symbols(nm_lines):\n"
+            "    names = [line.split()[-1] for line in nm_lines if line.strip()]\n"
+            "    readable = subprocess.run(['c++filt'], input='\\n'.join(names), capture_output=True,\n"
+            "                              text=True, check=True).stdout.splitlines()\n"
+            "    return {n for n, text in zip(names, readable)\n"
+            "            if re.search(r'\\b(at|c10|c10d|torch|caffe2|fbgemm|gloo)::', text)}\n",
+            AssertionError,
+            r"flagged _ZN6fbgemm18fbgemmSupportedCPUEv: fbgemm::fbgemmSupportedCPU\(\), of FBGEMM, a library torch "
+            r"bundles, which is not torch's",
+        ),
+        (
+            "demangles, but also counts oneDNN's C++ API (dnnl::, ideep::), which torch bundles (passed the old check)",
+            "def unstable_symbols(nm_lines):\n"
+            "    names = [line.split()[-1] for line in nm_lines if line.strip()]\n"
+            "    readable = subprocess.run(['c++filt'], input='\\n'.join(names), capture_output=True,\n"
+            "                              text=True, check=True).stdout.splitlines()\n"
+            "    return {n for n, text in zip(names, readable)\n"
+            "            if re.search(r'\\b(at|c10|c10d|torch|caffe2|dnnl|ideep)::', text)}\n",
+            AssertionError,
+            r"flagged _ZN5ideep6engine10cpu_engineEv: ideep::engine::cpu_engine\(\).*a library torch bundles",
+        ),
+        (
+            "demangles, but also counts pybind11::, whose headers torch ships (passed the old check)",
+            "def unstable_symbols(nm_lines):\n"
+            "    names = [line.split()[-1] for line in nm_lines if line.strip()]\n"
+            "    readable = subprocess.run(['c++filt'], input='\\n'.join(names), capture_output=True,\n"
+            "                              text=True, check=True).stdout.splitlines()\n"
+            "    return {n for n, text in zip(names, readable)\n"
+            "            if re.search(r'\\b(at|c10|c10d|torch|caffe2|pybind11)::', text)}\n",
+            AssertionError,
+            r"flagged _ZN8pybind116detail13get_internalsEv: pybind11::detail::get_internals\(\), of pybind11",
+        ),
+        (
+            "demangles, but matches namespaces that start with torch or c10 (torch\\w*::): flags torchvision:: "
+            "(passed the old check)",
+            "def unstable_symbols(nm_lines):\n"
+            "    names = [line.split()[-1] for line in nm_lines if line.strip()]\n"
+            "    readable = subprocess.run(['c++filt'], input='\\n'.join(names), capture_output=True,\n"
+            "                              text=True, check=True).stdout.splitlines()\n"
+            "    return {n for n, text in zip(names, readable)\n"
+            "            if re.search(r'\\b(at|c10\\w*|torch\\w*|caffe2)::', text)}\n",
+            AssertionError,
+            r"flagged _ZN11torchvision3ops3nmsEv: torchvision::ops::nms\(\) \('torchvision::' is not 'torch::'",
+        ),
     ],
     2: [
         (
@@ -183,6 +230,36 @@ WRONG_ANSWERS = {
             "    return f'-DTORCH_TARGET_VERSION=TORCH_VERSION_{major}_{minor}_0'\n",
             AssertionError,
             r"TORCH_VERSION_2_13_0 is a macro of torch's own headers.*write the number",
+        ),
+        (
+            "major << 56 + minor << 48: Python's + binds tighter than <<, so the number is 119 bits wide "
+            "(the old check rejected it, but asked whether the minor version was in its byte)",
+            "def target_version_flag(major, minor):\n"
+            "    return f'-DTORCH_TARGET_VERSION=0x{major << 56 + minor << 48:016x}'\n",
+            AssertionError,
+            r"\(for 2\.13\) does not fit in 64 bits.*\+ and - bind tighter than <<",
+        ),
+        (
+            "the bytes little-endian (bytes(...).hex() without reversing): the major version in the lowest byte",
+            "def target_version_flag(major, minor):\n"
+            "    return '-DTORCH_TARGET_VERSION=0x' + bytes([major, minor, 0, 0, 0, 0, 0, 0])[::-1].hex()\n",
+            AssertionError,
+            r"a 2\.13 target must see Stream::nativeHandle",
+        ),
+        (
+            "the version's decimal digits written as hex (0x0213...): 2.13 reads as 2.19",
+            "def target_version_flag(major, minor):\n"
+            "    return f'-DTORCH_TARGET_VERSION=0x{major:02d}{minor:02d}000000000000'\n",
+            AssertionError,
+            # torch 2.15's headers refuse 2.19 as newer than themselves; 2.13's do too, and 2.12 reads as 2.18.
+            r"newer than this torch|a 2\.12 target must not see Stream::nativeHandle",
+        ),
+        (
+            "the major version hard-coded as 2",
+            "def target_version_flag(major, minor):\n"
+            "    return f'-DTORCH_TARGET_VERSION=0x{2 << 56 | minor << 48:016x}'\n",
+            AssertionError,
+            r"0x0201000000000000 for 3\.1: the top byte must hold the major version",
         ),
     ],
 }
