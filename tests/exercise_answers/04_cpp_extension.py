@@ -148,6 +148,28 @@ WRONG_ANSWERS = {
             AssertionError,
             r"return the final weights of the net chapter 1's TripletHingeLoss trained first",
         ),
+        (
+            "the second run trains the mean of both losses: the reference's gradient reaches its net too (passed the old check)",
+            "def train_twice(steps=20):\n"
+            "    finals = []\n"
+            "    for use_cpp in (False, True):\n"
+            "        torch.manual_seed(0)\n"
+            "        net = torch.nn.Linear(16, 4)\n"
+            "        optimizer = torch.optim.SGD(net.parameters(), lr=0.05)\n"
+            "        data = torch.randn(steps, 3, 32, 16, generator=torch.Generator().manual_seed(1))\n"
+            "        for batch in data:\n"
+            "            optimizer.zero_grad()\n"
+            "            embeddings = [net(t) for t in batch]\n"
+            "            loss = ep.TripletHingeLoss(-1.0, 0.05, 0.1)(*embeddings)\n"
+            "            if use_cpp:\n"
+            "                loss = (loss + ops.CppTripletHingeLoss(-1.0, 0.05, 0.1)(*embeddings)) / 2\n"
+            "            loss.backward()\n"
+            "            optimizer.step()\n"
+            "        finals.append(net.weight.detach())\n"
+            "    return finals\n",
+            AssertionError,
+            r"the gradients of both losses reached one net",
+        ),
     ],
     2: [
         (
@@ -247,6 +269,28 @@ WRONG_ANSWERS = {
             AssertionError,
             r"the prototype's gradient is off: .*\(here B=12, D=6, torch\.float64, .*beta=0\.3\)\n.*not close",
         ),
+        (
+            "masks written with >=: slope 1 on the kinks, where the loss's gradient is 0 (passed the old check)",
+            "def prototype_gradient(anchor, prototype, negative, t1=-1.0, t2=0.5, beta=0.5):\n"
+            "    positive = prototype.expand_as(anchor)\n"
+            "    d_ap = ep.squared_distance(anchor, positive)\n"
+            "    d_an = ep.squared_distance(anchor, negative)\n"
+            "    push = (d_ap - d_an >= t1).to(anchor.dtype)\n"
+            "    pull = (d_ap >= t2).to(anchor.dtype)\n"
+            "    per_row = -2 / anchor.shape[0] * (push + beta * pull)[:, None] * (anchor - positive)\n"
+            "    return per_row.sum(dim=0, keepdim=True)\n",
+            AssertionError,
+            r"the prototype's gradient is off: .*0 on their kinks \(here B=4, D=2, torch\.float64, t1=-2, t2=4, beta=0\.7\)\n.*not close",
+        ),
+        (
+            "lets autograd compute it through the operator instead of summing the rows by hand (passed the old check)",
+            "def prototype_gradient(anchor, prototype, negative, t1=-1.0, t2=0.5, beta=0.5):\n"
+            "    p = prototype.clone().requires_grad_()\n"
+            "    loss = ops.triplet_hinge_loss(anchor, p.expand_as(anchor), negative, t1=t1, t2=t2, beta=beta)\n"
+            "    return torch.autograd.grad(loss, p)[0]\n",
+            AssertionError,
+            r"compute the gradient by hand, from the per-row formula: the check calls your function under torch\.no_grad\(\)",
+        ),
     ],
     3: [
         (
@@ -261,7 +305,7 @@ WRONG_ANSWERS = {
             'TORCH_LIBRARY_IMPL(ex_rowdist, CPU, m) { m.impl("squared_distance", &distance); }\n'
             '"""\n',
             AssertionError,
-            r"float32: the values are off; is each difference squared\?",
+            r"float32: the values are off: d_i is the sum over j of \(x_ij - y_ij\)\^2, summed in torch\.float32",
         ),
         (
             "saves a temporary: subtracts and squares in x's memory (the schema says x is not mutated)",
@@ -491,6 +535,39 @@ WRONG_ANSWERS = {
             r"x = torch\.randn\(12\), y = torch\.randn\(12\) raised RuntimeError\('squared_distance: bad input x or y'\): "
             r"x alone is at fault here; name x, not y",
         ),
+        (
+            "accumulates each row in a float, whatever scalar_t is: float64 inputs lose digits",
+            'SQUARED_DISTANCE_CPP = r"""\n'
+            "#include <ATen/ATen.h>\n"
+            "#include <ATen/Dispatch.h>\n"
+            "#include <torch/library.h>\n"
+            "namespace {\n"
+            "at::Tensor distance(const at::Tensor& x, const at::Tensor& y) {\n"
+            '  TORCH_CHECK(x.dim() == 2, "squared_distance: x must be 2-D, got ", x.dim());\n'
+            '  TORCH_CHECK(y.sizes() == x.sizes(), "squared_distance: y must have the shape of x");\n'
+            '  TORCH_CHECK(y.scalar_type() == x.scalar_type(), "squared_distance: y must have the dtype of x");\n'
+            "  TORCH_CHECK(x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble,\n"
+            '              "squared_distance: x must be float32 or float64");\n'
+            "  at::Tensor out = at::empty({x.size(0)}, x.options());\n"
+            '  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "squared_distance", [&] {\n'
+            "    const auto xs = x.accessor<scalar_t, 2>();\n"
+            "    const auto ys = y.accessor<scalar_t, 2>();\n"
+            "    auto d = out.accessor<scalar_t, 1>();\n"
+            "    for (int64_t i = 0; i < x.size(0); ++i) {\n"
+            "      float total = 0;\n"
+            "      for (int64_t j = 0; j < x.size(1); ++j) total += (xs[i][j] - ys[i][j]) * (xs[i][j] - ys[i][j]);\n"
+            "      d[i] = total;\n"
+            "    }\n"
+            "  });\n"
+            "  return out;\n"
+            "}\n"
+            "}  // namespace\n"
+            'TORCH_LIBRARY(ex_rowdist, m) { m.def("squared_distance(Tensor x, Tensor y) -> Tensor"); }\n'
+            'TORCH_LIBRARY_IMPL(ex_rowdist, CPU, m) { m.impl("squared_distance", &distance); }\n'
+            '"""\n',
+            AssertionError,
+            r"torch\.float64: the values are off: d_i is the sum over j of \(x_ij - y_ij\)\^2, summed in torch\.float64",
+        ),
     ],
 }
 
@@ -515,6 +592,26 @@ RIGHT_ANSWERS = {
             "            optimizer.step()\n"
             "        finals[name] = net.weight.detach().clone()\n"
             "    return finals['reference'], finals['cpp']\n",
+        ),
+        (
+            "logs chapter 1's loss in the C++ run without training through it",
+            "def train_twice(steps=20):\n"
+            "    finals, logged = [], []\n"
+            "    for use_cpp in (False, True):\n"
+            "        torch.manual_seed(0)\n"
+            "        net = torch.nn.Linear(16, 4)\n"
+            "        optimizer = torch.optim.SGD(net.parameters(), lr=0.05)\n"
+            "        data = torch.randn(steps, 3, 32, 16, generator=torch.Generator().manual_seed(1))\n"
+            "        for batch in data:\n"
+            "            optimizer.zero_grad()\n"
+            "            embeddings = [net(t) for t in batch]\n"
+            "            reference = ep.TripletHingeLoss(-1.0, 0.05, 0.1)(*embeddings)\n"
+            "            loss = ops.CppTripletHingeLoss(-1.0, 0.05, 0.1)(*embeddings) if use_cpp else reference\n"
+            "            logged.append(reference.item())\n"
+            "            loss.backward()\n"
+            "            optimizer.step()\n"
+            "        finals.append(net.weight.detach())\n"
+            "    return finals\n",
         ),
     ],
     2: [
