@@ -317,6 +317,24 @@ WRONG_ANSWERS = {
 
 # Right answers other than the official solution, which each check must accept.
 RIGHT_ANSWERS = {
+    1: [
+        (
+            "a list instead of a tuple, from a float division truncated with int() (the same as flooring for the "
+            "sizes a convolution accepts, which are never negative)",
+            "def output_shape(height, width, kernel, stride, padding, dilation):\n"
+            "    return [int((n + 2 * p - d * (k - 1) - 1) / s) + 1\n"
+            "            for n, k, s, p, d in zip((height, width), kernel, stride, padding, dilation)]\n",
+        ),
+        (
+            "numpy integers, from numpy arrays of the settings",
+            "import numpy as np\n"
+            "\n"
+            "\n"
+            "def output_shape(height, width, kernel, stride, padding, dilation):\n"
+            "    n, k, s, p, d = (np.array(v) for v in ((height, width), kernel, stride, padding, dilation))\n"
+            "    return tuple((n + 2 * p - d * (k - 1) - 1) // s + 1)\n",
+        ),
+    ],
     2: [
         (
             "pads with F.pad first, then unfolds without padding, and sums with einsum",
@@ -336,6 +354,13 @@ RIGHT_ANSWERS = {
             "    weight = x.new_zeros(x.shape[0], groups, *kernel, out_h, out_w, requires_grad=True)\n"
             "    out = inv.reference_involution(x, weight, 1, padding, 1)\n"
             "    return torch.autograd.grad(out, weight, grad_out)[0]\n",
+        ),
+    ],
+    3: [
+        (
+            "MiB as 1024 * 1024, in an order that keeps the product an integer until the division",
+            "def unfold_mebibytes(batch, channels, size, kernel, dtype_bytes=4):\n"
+            "    return (batch * channels * size * size) * (kernel * kernel) * dtype_bytes / 1024 / 1024\n",
         ),
     ],
 }
