@@ -82,8 +82,25 @@ def test_only_the_solutions_change_and_every_output_is_cleared(copy_dir, stem):
             assert "hide-input" not in theirs["metadata"].get("tags", []) and "cellView" not in theirs["metadata"], (
                 f"cell {index}: the stub is shown, not folded"
             )
-        else:
-            assert cell_source(theirs) == cell_source(ours), f"cell {index} changed"
+        elif cell_source(theirs) != cell_source(ours):
+            # Only the sentences that say where the folded solution is.
+            assert theirs["cell_type"] == "markdown", f"cell {index} changed"
+            assert student_copy.FOLDED_SOLUTION.sub(student_copy.STUB_SENTENCE, cell_source(ours)) == cell_source(theirs), (
+                f"cell {index} changed beyond its sentences about the folded solutions"
+            )
+
+
+def test_the_copy_says_where_the_stubs_are_not_where_the_solutions_were_folded(copy_dir):
+    # Catches a copy whose prose sends the student to a folded solution it no longer has.
+    said = 0
+    for path in sorted(copy_dir.glob("*.ipynb")):
+        for cell in load_notebook(path)["cells"]:
+            text = " ".join(cell_source(cell).split())
+            assert "folded cell just above its check" not in text and "solutions are folded" not in text, path.name
+            said += student_copy.STUB_SENTENCE in text
+    book = [cell_source(c) for p in sorted((REPO_ROOT / "notebooks").glob("[0-9]*.ipynb"))
+            for c in load_notebook(p)["cells"]]
+    assert said == sum(len(student_copy.FOLDED_SOLUTION.findall(text)) for text in book) > 0
 
 
 # Lines a solution shares with its check, which gives nothing away.

@@ -10,6 +10,7 @@ Writes DEST/NN_topic.ipynb for every chapter of notebooks/. In each one:
   states); a value the check is given (a C++ or CUDA source, say) is `NotImplemented`, which the
   check reports as not written yet;
 - every code cell's outputs, execution count and timing are cleared;
+- the sentences that say where the folded solution is (`FOLDED_SOLUTION`) say where the stub is;
 - everything else, the check cells included, is the book's, unchanged.
 
 The checks need no solution code: each defines itself from its own cell (run_check); a check that
@@ -25,6 +26,7 @@ import ast
 import importlib.util
 import json
 import pathlib
+import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -100,6 +102,31 @@ def unfold(cell: dict) -> None:
     metadata.pop("cellView", None)
 
 
+# The chapters' sentences that tell the reader where the official solution is folded, and
+# what the copy says instead, where each stub stands in for it.
+def _words(sentence: str) -> str:
+    # A sentence as a pattern that matches it across the cell's line breaks.
+    return r"\s+".join(re.escape(word) for word in sentence.split())
+
+
+FOLDED_SOLUTION = re.compile(
+    _words("The solution sits in a folded cell just above its check") + r"[^.]*\."
+    + r"(?:\s+" + _words("Write your answer in a new cell below it, run it, then run the check.") + ")?"
+    + "|" + _words("The solutions are folded: try first, then compare.")
+)
+STUB_SENTENCE = ("In this copy, the cell just above each check holds a stub that raises NotImplementedError: "
+                 "replace it with your answer, run it, then run the check.")
+
+
+def reword(cell: dict) -> None:
+    """A markdown cell's sentences about the folded solutions, said of the stubs instead."""
+    if cell["cell_type"] == "markdown":
+        text = "".join(cell["source"])
+        reworded = FOLDED_SOLUTION.sub(STUB_SENTENCE, text)
+        if reworded != text:
+            cell["source"] = reworded.splitlines(keepends=True)
+
+
 def student_notebook(notebook: dict) -> dict:
     """A copy of `notebook` without solutions and without outputs."""
     notebook = json.loads(json.dumps(notebook))
@@ -112,6 +139,7 @@ def student_notebook(notebook: dict) -> dict:
         unfold(cell)
     for cell in notebook["cells"]:
         clear_outputs(cell)
+        reword(cell)
     return notebook
 
 
