@@ -50,8 +50,9 @@ CXX_FLAGS = [
     "-fopenmp-simd",
     f"-DTORCH_TARGET_VERSION={TORCH_TARGET_VERSION}",
     # No -DPy_LIMITED_API: for py_limited_api=True, torch's BuildExtension
-    # defines it as CPython 3.10's version (the abi3 tag below) and stops
-    # linking libtorch_python, torch's Python bindings.
+    # defines it as CPython 3.10's version (the abi3 tag below), and
+    # CppExtension and CUDAExtension leave out libtorch_python, torch's Python
+    # bindings.
 ]
 
 # triplet.cu includes no torch header, but any .cu that did would need the

@@ -148,8 +148,8 @@ torch.library.register_autograd(
 
 
 # This package stops at first derivatives. Without a formula for the backward
-# operator, autograd would treat it as a constant and a second derivative
-# would be silently wrong; refusing says so instead.
+# operator, torch's autograd fallback would only warn (its default mode) and a
+# second derivative would come out wrong; refusing says so instead.
 def _refuse_double_backward(ctx, *grads):
     raise RuntimeError(
         "extending_pytorch_stable::triplet_hinge_loss supports first derivatives "
