@@ -62,7 +62,8 @@ WRONG_ANSWERS = {
             "    d_an = F.pairwise_distance(anchor, negative) ** 2\n"
             "    return (F.relu(d_ap - d_an - t1) + t1 + beta * (F.relu(d_ap - t2) + t2)).mean()\n",
             AssertionError,
-            r"the gradient of anchor differs from the reference \(torch\.float32, B=34, D=5, the last two triplets on the kinks",
+            r"the gradient of anchor differs from the reference only on the triplets exactly on a kink "
+            r"\(torch\.float32, B=34, D=5, .*\): compute the distances as sums of squares",
         ),
         (
             "sum instead of the mean",
@@ -136,6 +137,57 @@ WRONG_ANSWERS = {
             "    pass\n",
             AssertionError,
             r"the loss differs from the reference",
+        ),
+        (
+            "distances as a squared norm, (a - p).norm(dim=1) ** 2: the square root squared again rounds d_ap = 15 "
+            "up, past the kink t2 = 15 (passed the previous check, whose kinks it happened to round away from)",
+            "def triplet_loss_relu(anchor, positive, negative, t1, t2, beta):\n"
+            "    d_ap = (anchor - positive).norm(dim=1) ** 2\n"
+            "    d_an = (anchor - negative).norm(dim=1) ** 2\n"
+            "    return (F.relu(d_ap - d_an - t1) + t1 + beta * (F.relu(d_ap - t2) + t2)).mean()\n",
+            AssertionError,
+            r"the gradient of anchor differs from the reference only on the triplets exactly on a kink "
+            r"\(torch\.float32, B=16, .*t2=15\.0.*\): compute the distances as sums of squares",
+        ),
+        (
+            "max(x, t) as x + relu(t - x): the right values, but slope 1 at the kink",
+            "def triplet_loss_relu(anchor, positive, negative, t1, t2, beta):\n"
+            "    d_ap = ep.squared_distance(anchor, positive)\n"
+            "    d_an = ep.squared_distance(anchor, negative)\n"
+            "    x = d_ap - d_an\n"
+            "    return (x + F.relu(t1 - x) + beta * (d_ap + F.relu(t2 - d_ap))).mean()\n",
+            AssertionError,
+            r"the gradient of anchor differs from the reference only on the triplets exactly on a kink",
+        ),
+        (
+            "d_an from a detached anchor: the negative receives no gradient (failed with autograd's own error)",
+            "def triplet_loss_relu(anchor, positive, negative, t1, t2, beta):\n"
+            "    d_ap = ep.squared_distance(anchor, positive)\n"
+            "    d_an = ep.squared_distance(anchor.detach(), negative.detach())\n"
+            "    return (F.relu(d_ap - d_an - t1) + t1 + beta * (F.relu(d_ap - t2) + t2)).mean()\n",
+            AssertionError,
+            r"the loss does not depend on negative through autograd",
+        ),
+        (
+            "the loss rebuilt from .item(): the right value without a graph (failed with autograd's own error)",
+            "def triplet_loss_relu(anchor, positive, negative, t1, t2, beta):\n"
+            "    d_ap = ep.squared_distance(anchor, positive)\n"
+            "    d_an = ep.squared_distance(anchor, negative)\n"
+            "    loss = (F.relu(d_ap - d_an - t1) + t1 + beta * (F.relu(d_ap - t2) + t2)).mean()\n"
+            "    return torch.tensor(loss.item(), dtype=anchor.dtype)\n",
+            AssertionError,
+            r"the loss has no autograd graph",
+        ),
+        (
+            "computes in float32 whatever the inputs, and casts the loss back to their dtype",
+            "def triplet_loss_relu(anchor, positive, negative, t1, t2, beta):\n"
+            "    a, p, n = anchor.float(), positive.float(), negative.float()\n"
+            "    d_ap = ep.squared_distance(a, p)\n"
+            "    d_an = ep.squared_distance(a, n)\n"
+            "    loss = (F.relu(d_ap - d_an - t1) + t1 + beta * (F.relu(d_ap - t2) + t2)).mean()\n"
+            "    return loss.to(anchor.dtype)\n",
+            AssertionError,
+            r"differs from the reference \(torch\.float64",
         ),
     ],
     2: [
@@ -262,7 +314,31 @@ WRONG_ANSWERS = {
             "             if ids[i] == ids[j] and i != j and ids[k] != ids[i]]\n"
             "    return tuple(torch.tensor([t[m] for t in found], dtype=torch.long) for m in range(3))\n",
             AssertionError,
-            r"runs \d+ lines of Python for 8 labels and \d+ for 40: a Python loop",
+            r"runs \d+ lines of Python for 8 labels of 2 classes and \d+ for 40 labels of 5: a Python loop",
+        ),
+        (
+            "a Python loop over the classes, one (B, B, B) mask per class (passed the previous check, whose "
+            "labels had 3 classes for 8 labels and for 40)",
+            "def all_triplets(labels):\n"
+            "    distinct = ~torch.eye(len(labels), dtype=torch.bool, device=labels.device)\n"
+            "    valid = torch.zeros(len(labels), len(labels), len(labels), dtype=torch.bool, device=labels.device)\n"
+            "    for label in labels.unique():\n"
+            "        member = labels == label\n"
+            "        valid |= (member[:, None] & member[None, :] & distinct)[:, :, None] & ~member[None, None, :]\n"
+            "    return valid.nonzero(as_tuple=True)\n",
+            AssertionError,
+            r"runs \d+ lines of Python for 8 labels of 2 classes and \d+ for 40 labels of 5: a Python loop "
+            r"\(over the labels or the classes\)",
+        ),
+        (
+            "the i != j mask from torch.arange(len(labels)) without device=",
+            "def all_triplets(labels):\n"
+            "    index = torch.arange(len(labels))\n"
+            "    same = labels[:, None] == labels[None, :]\n"
+            "    distinct = index[:, None] != index[None, :]\n"
+            "    return ((same & distinct)[:, :, None] & ~same[:, None, :]).nonzero(as_tuple=True)\n",
+            AssertionError,
+            r"make every tensor on labels\.device: on (meta|cuda) labels, .*device",
         ),
         (
             "the i != j mask made without device=: fails for labels on a GPU (passed the old check)",
@@ -284,6 +360,15 @@ RIGHT_ANSWERS = {
             "    d_ap = ((anchor - positive) ** 2).sum(dim=1)\n"
             "    d_an = ((anchor - negative) ** 2).sum(dim=1)\n"
             "    return ((d_ap - d_an - t1).relu() + beta * (d_ap - t2).relu()).mean() + t1 + beta * t2\n",
+        ),
+        (
+            "F.relu(..., inplace=True), and the distances with einsum",
+            "def triplet_loss_relu(anchor, positive, negative, t1, t2, beta):\n"
+            "    to_p, to_n = anchor - positive, anchor - negative\n"
+            "    d_ap = torch.einsum('bd,bd->b', to_p, to_p)\n"
+            "    d_an = torch.einsum('bd,bd->b', to_n, to_n)\n"
+            "    push = F.relu(d_ap - d_an - t1, inplace=True) + t1\n"
+            "    return (push + beta * (F.relu(d_ap - t2, inplace=True) + t2)).mean()\n",
         ),
     ],
     2: [
@@ -320,6 +405,13 @@ RIGHT_ANSWERS = {
             "    same = labels[:, None] == labels[None, :]\n"
             "    distinct = ~torch.eye(len(labels), dtype=torch.bool, device=labels.device)\n"
             "    return ((same & distinct)[:, :, None] & ~same[:, None, :]).nonzero(as_tuple=True)\n",
+        ),
+        (
+            "nonzero() as one (N, 3) tensor, unbound into three",
+            "def all_triplets(labels):\n"
+            "    same = labels[:, None] == labels[None, :]\n"
+            "    distinct = ~torch.eye(len(labels), dtype=torch.bool, device=labels.device)\n"
+            "    return tuple(((same & distinct)[:, :, None] & ~same[:, None, :]).nonzero().unbind(1))\n",
         ),
     ],
 }

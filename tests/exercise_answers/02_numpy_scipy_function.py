@@ -162,6 +162,54 @@ WRONG_ANSWERS = {
             AssertionError,
             r"the second derivative is off: .*\(no @once_differentiable\)",
         ),
+        (
+            "saves w, and keeps the input too, in a tuple on ctx, ctx.inputs = (x,) (passed the previous check, "
+            "whose attribute test did not look inside containers)",
+            "class LambertW(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        w = numpy_ops.from_numpy(scipy.special.lambertw(numpy_ops.to_numpy(x)).real, like=x)\n"
+            "        ctx.save_for_backward(w)\n"
+            "        ctx.inputs = (x,)\n"
+            "        return w\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        (w,) = ctx.saved_tensors\n"
+            "        return grad / (torch.exp(w) * (1 + w))\n",
+            AssertionError,
+            r"keep tensors off ctx: ctx\.inputs holds one",
+        ),
+        (
+            "W' = W / (x (1 + W)) with x recomputed from the output as w e^w: NaN at x = 0",
+            "class LambertW(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        w = numpy_ops.from_numpy(scipy.special.lambertw(numpy_ops.to_numpy(x)).real, like=x)\n"
+            "        ctx.save_for_backward(w)\n"
+            "        return w\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        (w,) = ctx.saved_tensors\n"
+            "        return grad * w / (w * torch.exp(w) * (1 + w))\n",
+            AssertionError,
+            r"(?s)torch\.float64, x of shape \(9,\): the gradient is off: .*nan at index \(2,\)",
+        ),
+        (
+            "marks the output non-differentiable (failed with an unrelated TypeError)",
+            "class LambertW(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        w = numpy_ops.from_numpy(scipy.special.lambertw(numpy_ops.to_numpy(x)).real, like=x)\n"
+            "        ctx.save_for_backward(w)\n"
+            "        ctx.mark_non_differentiable(w)\n"
+            "        return w\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        (w,) = ctx.saved_tensors\n"
+            "        return grad / (torch.exp(w) * (1 + w))\n",
+            AssertionError,
+            r"W\(x\) has no gradient: .*no ctx\.mark_non_differentiable",
+        ),
     ],
     2: [
         (
@@ -194,7 +242,8 @@ WRONG_ANSWERS = {
             "        out = scipy.ndimage.gaussian_filter1d(numpy_ops.to_numpy(grad), ctx.sigma, axis=-1, mode='constant')\n"
             "        return numpy_ops.from_numpy(out, like=grad), None\n",
             AssertionError,
-            r"the backward calls scipy: mark it @once_differentiable, or make it the Function itself",
+            r"the gradient has no history \(the backward calls scipy, or detaches\): mark it @once_differentiable, "
+            r"or make it the Function itself",
         ),
         (
             "scipy in backward, given a history by adding 0 * grad: gradcheck passes, second derivative 0",
@@ -253,6 +302,20 @@ WRONG_ANSWERS = {
             "        return GaussianBlur.apply(grad, 1.5), None\n",
             AssertionError,
             r"the gradient is off: .*sigma=0\.7\)",
+        ),
+        (
+            "the backward is the Function, applied to grad.detach(): the gradient has no history",
+            "class GaussianBlur(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x, sigma):\n"
+            "        ctx.sigma = sigma\n"
+            "        out = scipy.ndimage.gaussian_filter1d(numpy_ops.to_numpy(x), sigma, axis=-1, mode='constant')\n"
+            "        return numpy_ops.from_numpy(out, like=x)\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        return GaussianBlur.apply(grad.detach(), ctx.sigma), None\n",
+            AssertionError,
+            r"the gradient has no history \(the backward calls scipy, or detaches\)",
         ),
     ],
     3: [
@@ -343,7 +406,7 @@ WRONG_ANSWERS = {
             "        (lse,) = ctx.saved_tensors\n"
             "        return grad[..., None] * torch.exp(ctx.x - lse[..., None])\n",
             AssertionError,
-            r"save x with ctx\.save_for_backward, not as an attribute on ctx",
+            r"save x itself with ctx\.save_for_backward: not a copy, and not as an attribute on ctx",
         ),
         (
             "detaches the saved lse in backward: right gradient, wrong second derivative",
@@ -375,6 +438,55 @@ WRONG_ANSWERS = {
             "        return grad[..., None] * torch.exp(x - ctx.lse[..., None])\n",
             AssertionError,
             r"keep tensors off ctx: ctx\.lse holds one",
+        ),
+        (
+            "the output kept in a tuple on ctx, ctx.stash = (lse,) (passed the previous check, whose attribute "
+            "test did not look inside containers)",
+            "class LogSumExp(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        lse = numpy_ops.from_numpy(scipy.special.logsumexp(numpy_ops.to_numpy(x), axis=-1), like=x)\n"
+            "        ctx.save_for_backward(x)\n"
+            "        ctx.stash = (lse,)\n"
+            "        return lse\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        (x,) = ctx.saved_tensors\n"
+            "        return grad[..., None] * torch.exp(x - ctx.stash[0][..., None])\n",
+            AssertionError,
+            r"keep tensors off ctx: ctx\.stash holds one",
+        ),
+        (
+            "saves scipy's float64 lse and returns lse.to(x.dtype): in float32 the saved lse is a copy without "
+            "history, so the second derivative is wrong (passed the previous check, which differentiated twice "
+            "in float64 only)",
+            "class LogSumExp(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        lse = torch.from_numpy(scipy.special.logsumexp(x.detach().double().numpy(), axis=-1))\n"
+            "        ctx.save_for_backward(x, lse)\n"
+            "        return lse.to(x.dtype)\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        x, lse = ctx.saved_tensors\n"
+            "        return grad[..., None] * torch.exp(x - lse[..., None])\n",
+            AssertionError,
+            r"torch\.float32, x near 100: the second derivative is off: .*no copy in another dtype",
+        ),
+        (
+            "the softmax as exp(x) / exp(lse): overflows in float32 near 100",
+            "class LogSumExp(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        lse = numpy_ops.from_numpy(scipy.special.logsumexp(numpy_ops.to_numpy(x), axis=-1), like=x)\n"
+            "        ctx.save_for_backward(x, lse)\n"
+            "        return lse\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        x, lse = ctx.saved_tensors\n"
+            "        return grad[..., None] * torch.exp(x) / torch.exp(lse)[..., None]\n",
+            AssertionError,
+            r"torch\.float32, x near 100: the gradient overflowed",
         ),
     ],
 }
@@ -424,6 +536,18 @@ RIGHT_ANSWERS = {
             "    def backward(ctx, grad):\n"
             "        (x,) = ctx.saved_tensors\n"
             "        return grad.unsqueeze(-1) * torch.softmax(x, dim=-1)\n",
+        ),
+        (
+            "saves only x and recomputes lse in backward with torch.logsumexp, which autograd differentiates again",
+            "class LogSumExp(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        ctx.save_for_backward(x)\n"
+            "        return numpy_ops.from_numpy(scipy.special.logsumexp(numpy_ops.to_numpy(x), axis=-1), like=x)\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        (x,) = ctx.saved_tensors\n"
+            "        return grad[..., None] * torch.exp(x - torch.logsumexp(x, dim=-1, keepdim=True))\n",
         ),
     ],
 }
