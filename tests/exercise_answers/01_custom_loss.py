@@ -189,6 +189,18 @@ WRONG_ANSWERS = {
             AssertionError,
             r"differs from the reference \(torch\.float64",
         ),
+        (
+            "distances expanded as |a|^2 - 2 a.p + |p|^2: float32 cancels the digits of embeddings far from the origin "
+            "(passed the previous check, whose embeddings were all near 0)",
+            "def triplet_loss_relu(anchor, positive, negative, t1, t2, beta):\n"
+            "    def squared(x, y):\n"
+            "        return (x * x).sum(1) - 2 * (x * y).sum(1) + (y * y).sum(1)\n"
+            "    d_ap, d_an = squared(anchor, positive), squared(anchor, negative)\n"
+            "    return (F.relu(d_ap - d_an - t1) + t1 + beta * (F.relu(d_ap - t2) + t2)).mean()\n",
+            AssertionError,
+            r"the loss differs from the reference \(torch\.float32, B=12, D=4, embeddings near 100, where a distance "
+            r"expanded as \|a\|\^2 - 2 a\.p \+ \|p\|\^2 cancels",
+        ),
     ],
     2: [
         (
