@@ -160,7 +160,7 @@ class TripletHingeLoss(nn.Module):
 
     # The function that computes the loss. Later chapters subclass this
     # module and replace only this line (the hand-written Function, the C++
-    # operator with its CUDA kernels, the Triton kernels).
+    # operator with its CUDA kernels, the Triton kernels, the Helion kernels).
     loss_function = staticmethod(reference_triplet_hinge_loss)
 
     def __init__(self, t1, t2, beta, reduction: str = "mean") -> None:
