@@ -126,7 +126,7 @@ def main(argv=None) -> None:
                         help="a line for the record's notes: what was done to this machine's environment, say")
     parser.add_argument("--parallel", action="store_true",
                         help="run the steps that neither time kernels nor read DRAM counters side by side, "
-                             "after those that do")
+                             "after the build and before the steps that do (each of those alone)")
     parser.add_argument("--log-dir", type=pathlib.Path, help="each step's full output (default: _build/gpu-report/logs)")
     args = parser.parse_args(argv)
     report = run_report(budget=args.budget, quick=args.quick, parallel=args.parallel, only=args.only,
