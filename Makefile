@@ -52,6 +52,8 @@ NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_san
 # on one process. TEST_WORKERS=0 runs everything in pytest's own process.
 TEST_WORKERS ?= 2
 XDIST_FLAGS = -n $(TEST_WORKERS) --dist loadscope
+# The slowest tests and notebook cells, printed at the end of each run: where CI's minutes go.
+DURATION_FLAGS = --durations=25 --durations-min=20
 
 # The CUDA build check installs the book's package into a simulated Colab runtime, so it runs
 # in an environment of its own: .venv-cuda sees every package of .venv (one line in a .pth
@@ -87,7 +89,7 @@ export TORCH_LOGS := -torch.utils.cpp_extension
 
 # The emulator's sanitizer modes are `make emulate`'s; `make test` runs its fast mode.
 test: $(NATIVE_STAMP)
-	EXTENDING_PYTORCH_EMULATOR_MODES=fast $(BIN)/python -m pytest $(XDIST_FLAGS) $(NBVAL_FLAGS) $(NOTEBOOKS) tests
+	EXTENDING_PYTORCH_EMULATOR_MODES=fast $(BIN)/python -m pytest $(XDIST_FLAGS) $(DURATION_FLAGS) $(NBVAL_FLAGS) $(NOTEBOOKS) tests
 
 # Not tied to .venv: a GPU machine may have its own torch and no network to build .venv with.
 GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
@@ -137,7 +139,7 @@ test-oldest: $(OLDEST_STAMP) | check-compiler
 	  git -c user.name=ci -c user.email=ci@localhost commit --quiet -m "working tree"
 	cd $(OLDEST_TREE) && $(WITHOUT_CUDA) ../$(OLDEST_VENV)/bin/python -m pip install --quiet --no-build-isolation -e extensions
 	cd $(OLDEST_TREE) && EXTENDING_PYTORCH_EMULATOR_MODES=fast $(WITHOUT_CUDA) ../$(OLDEST_VENV)/bin/python -m pytest $(XDIST_FLAGS) \
-	  $(NBVAL_FLAGS) -p no:cacheprovider -m "not same_on_every_torch" $(NOTEBOOKS) tests
+	  $(DURATION_FLAGS) $(NBVAL_FLAGS) -p no:cacheprovider -m "not same_on_every_torch" $(NOTEBOOKS) tests
 
 .venv-oldest: $(OLDEST_STAMP)
 
