@@ -1,6 +1,8 @@
-"""Plausible wrong answers to the exercises of notebooks/05_cuda_kernel.ipynb, each with the error its check must raise.
+"""Plausible wrong answers to the exercises of notebooks/05_cuda_kernel.ipynb, each with the error its check must raise,
+and right answers other than the solution, which its check must accept.
 
-exercise number -> [(what is wrong, source defining the answer's name, exception, message regex)]
+WRONG_ANSWERS: exercise number -> [(what is wrong, source defining the answer's name, exception, message regex)]
+RIGHT_ANSWERS: exercise number -> [(what it does differently, source defining the answer's name)]
 """
 
 from __future__ import annotations
@@ -30,6 +32,43 @@ WRONG_ANSWERS = {
             "def launch_shape(batch):\n    return min(batch, 2**20), 256\n",
             AssertionError,
             r"batch=7: 7 blocks; it takes ceil\(7 / 8\) = 1",
+        ),
+        (
+            "true division: a float block count (1.75 blocks for 7 rows)",
+            "def launch_shape(batch):\n"
+            "    return min((batch + 7) / 8, 2**20), 256\n",
+            AssertionError,
+            r"blocks: 1\.0 is a float, not an integer",
+        ),
+        (
+            "the cap compared with the rows, not the blocks: 2^20 blocks for any batch over 2^20 rows",
+            "def launch_shape(batch):\n"
+            "    if batch > 2**20:\n"
+            "        return 2**20, 256\n"
+            "    return (batch + 7) // 8, 256\n",
+            AssertionError,
+            r"batch=1048577: 1048576 blocks; it takes ceil\(1048577 / 8\) = 131073",
+        ),
+        (
+            "capped at gridDim.x's limit (2^31 - 1), not the book's 2^20",
+            "def launch_shape(batch):\n"
+            "    return min((batch + 7) // 8, 2**31 - 1), 256\n",
+            AssertionError,
+            r"the grid is capped at 2\^20 blocks: 1048577 blocks for 8388609 rows",
+        ),
+        (
+            "one block too many whenever the batch is a multiple of 8 (batch // 8 + 1)",
+            "def launch_shape(batch):\n"
+            "    return min(batch // 8 + 1, 2**20), 256\n",
+            AssertionError,
+            r"batch=8: 2 blocks; it takes ceil\(8 / 8\) = 1",
+        ),
+        (
+            "threads per block as a float (8 * 32.0)",
+            "def launch_shape(batch):\n"
+            "    return min((batch + 7) // 8, 2**20), 8 * 32.0\n",
+            AssertionError,
+            r"threads per block: 256\.0 is a float, not an integer",
         ),
     ],
     2: [
@@ -71,6 +110,46 @@ WRONG_ANSWERS = {
             AssertionError,
             r"every lane should hold the sum after the 5 exchanges; .* not in place",
         ),
+        (
+            "shifts down instead of exchanging: lane i adds lane i + offset's value, 0 past lane 31",
+            "def butterfly_sum(values, offsets=(16, 8, 4, 2, 1)):\n"
+            "    lanes = list(values)\n"
+            "    for offset in offsets:\n"
+            "        lanes = [lanes[i] + (lanes[i + offset] if i + offset < 32 else 0) for i in range(32)]\n"
+            "    return lanes\n",
+            AssertionError,
+            r"every lane should hold the sum after the 5 exchanges; in each, lane i adds the value that lane i \^ offset",
+        ),
+        (
+            "OR instead of XOR: lanes with the offset's bit set add their own value",
+            "def butterfly_sum(values, offsets=(16, 8, 4, 2, 1)):\n"
+            "    lanes = list(values)\n"
+            "    for offset in offsets:\n"
+            "        lanes = [lanes[i] + lanes[i | offset] for i in range(32)]\n"
+            "    return lanes\n",
+            AssertionError,
+            r"every lane should hold the sum after the 5 exchanges; in each, lane i adds the value that lane i \^ offset",
+        ),
+        (
+            "each exchange starts again from the original values (the last exchange alone counts)",
+            "def butterfly_sum(values, offsets=(16, 8, 4, 2, 1)):\n"
+            "    lanes = list(values)\n"
+            "    for offset in offsets:\n"
+            "        lanes = [values[i] + values[i ^ offset] for i in range(32)]\n"
+            "    return lanes\n",
+            AssertionError,
+            r"every lane should hold the sum after the 5 exchanges; in each, lane i adds the value that lane i \^ offset",
+        ),
+        (
+            "ignores the offsets given and always runs warp_sum's five exchanges",
+            "def butterfly_sum(values, offsets=(16, 8, 4, 2, 1)):\n"
+            "    lanes = list(values)\n"
+            "    for offset in (16, 8, 4, 2, 1):\n"
+            "        lanes = [lanes[i] + lanes[i ^ offset] for i in range(32)]\n"
+            "    return lanes\n",
+            AssertionError,
+            r"after the exchange at offset 1, lane i holds values\[i\] \+ values\[i \^ 1\]",
+        ),
     ],
     3: [
         (
@@ -107,6 +186,34 @@ WRONG_ANSWERS = {
             "    return 9 * batch * batch * element_size / (bandwidth_gb_per_s * 1e9) * 1e3\n",
             AssertionError,
             r"floor_milliseconds\(3, 1000, 2\.0, element_size=4\) is .*not 9·B·D·element_size bytes",
+        ),
+        (
+            "counts the first kernels' 12 B D numbers",
+            "def floor_milliseconds(batch, dim, bandwidth_gb_per_s, element_size=4):\n"
+            "    return 12 * batch * dim * element_size / (bandwidth_gb_per_s * 1e9) * 1e3\n",
+            AssertionError,
+            r"12 B D numbers is what the first kernels moved",
+        ),
+        (
+            "counts the one-pass floor, 6 B D numbers",
+            "def floor_milliseconds(batch, dim, bandwidth_gb_per_s, element_size=4):\n"
+            "    return 6 * batch * dim * element_size / (bandwidth_gb_per_s * 1e9) * 1e3\n",
+            AssertionError,
+            r"6 B D numbers is the floor of one pass",
+        ),
+        (
+            "counts bits (8 per byte)",
+            "def floor_milliseconds(batch, dim, bandwidth_gb_per_s, element_size=4):\n"
+            "    return 9 * batch * dim * element_size * 8 / (bandwidth_gb_per_s * 1e9) * 1e3\n",
+            AssertionError,
+            r"that counts bits",
+        ),
+        (
+            "floor division: whole milliseconds only",
+            "def floor_milliseconds(batch, dim, bandwidth_gb_per_s, element_size=4):\n"
+            "    return 9 * batch * dim * element_size // (bandwidth_gb_per_s * 1e9) * 1e3\n",
+            AssertionError,
+            r"9e6 numbers of 4 bytes at 36 GB/s take 1 ms, got 0\.0",
         ),
     ],
     4: [
@@ -210,8 +317,8 @@ WRONG_ANSWERS = {
             "  if (lane == 0) out[row * 32 + lane] = v;\n"
             "}\n"
             '"""\n',
-            RuntimeError,
-            r"row_sums left 310 of the 320 elements of out unwritten",
+            AssertionError,
+            r"row_sums left 310 of the 320 elements of out unwritten, the first out\[0\]\[1\]",
         ),
         (
             "the mask from __activemask() after the row bound (right on the emulator's other schedules, "
@@ -231,6 +338,123 @@ WRONG_ANSWERS = {
             '"""\n',
             AssertionError,
             r"a shuffle at exercise_4\.cu:9 reads a lane its mask does not name\. A mask from __activemask\(\)",
+        ),
+        (
+            "the warps per block written as 4 (the check's first launch), not taken from blockDim.x",
+            'row_sums_source = r"""\n'
+            "__global__ void row_sums(const float* x, float* out, int rows, int cols) {\n"
+            "  const int lane = threadIdx.x % 32;\n"
+            "  const int row = blockIdx.x * 4 + threadIdx.x / 32;\n"
+            "  if (row >= rows) return;\n"
+            "  float v = 0;\n"
+            "  for (int j = lane; j < cols; j += 32) v += x[(long long)row * cols + j];\n"
+            "  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);\n"
+            "  v = __shfl_sync(0xffffffffu, v, 0);\n"
+            "  out[(long long)row * 32 + lane] = v;\n"
+            "}\n"
+            '"""\n',
+            AssertionError,
+            r"row_sums left 96 of the 224 elements of out unwritten, the first out\[2\]\[0\]: each row needs a warp",
+        ),
+        (
+            "every lane sums the whole row itself, no shuffles: right values, 32 times the reads",
+            'row_sums_source = r"""\n'
+            "__global__ void row_sums(const float* x, float* out, int rows, int cols) {\n"
+            "  const int lane = threadIdx.x % 32;\n"
+            "  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;\n"
+            "  if (row >= rows) return;\n"
+            "  float v = 0;\n"
+            "  for (int j = 0; j < cols; ++j) v += x[(long long)row * cols + j];\n"
+            "  out[(long long)row * 32 + lane] = v;\n"
+            "}\n"
+            '"""\n',
+            AssertionError,
+            r"byte budget: the kernel reads 122880 bytes of x, 32 times its 3840",
+        ),
+        (
+            "lane 0 sums the row alone, then broadcasts: each element read once, uncoalesced",
+            'row_sums_source = r"""\n'
+            "__global__ void row_sums(const float* x, float* out, int rows, int cols) {\n"
+            "  const int lane = threadIdx.x % 32;\n"
+            "  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;\n"
+            "  if (row >= rows) return;\n"
+            "  float v = 0;\n"
+            "  if (lane == 0) for (int j = 0; j < cols; ++j) v += x[(long long)row * cols + j];\n"
+            "  v = __shfl_sync(0xffffffffu, v, 0);\n"
+            "  out[(long long)row * 32 + lane] = v;\n"
+            "}\n"
+            '"""\n',
+            AssertionError,
+            r"coalescing: the reads of x touch 960 32-byte sectors, more than the 120",
+        ),
+        (
+            "the columns written as 96 (the check's first launch), not cols",
+            'row_sums_source = r"""\n'
+            "__global__ void row_sums(const float* x, float* out, int rows, int cols) {\n"
+            "  const int lane = threadIdx.x % 32;\n"
+            "  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;\n"
+            "  if (row >= rows) return;\n"
+            "  float v = 0;\n"
+            "  for (int j = lane; j < 96; j += 32) v += x[(long long)row * cols + j];\n"
+            "  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);\n"
+            "  v = __shfl_sync(0xffffffffu, v, 0);\n"
+            "  out[(long long)row * 32 + lane] = v;\n"
+            "}\n"
+            '"""\n',
+            AssertionError,
+            r"out of bounds at exercise_4\.cu:7: the warp of row 5 went past its row",
+        ),
+        (
+            "j <= cols: one column too many, the next row's first (the last row's reads past x)",
+            'row_sums_source = r"""\n'
+            "__global__ void row_sums(const float* x, float* out, int rows, int cols) {\n"
+            "  const int lane = threadIdx.x % 32;\n"
+            "  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;\n"
+            "  if (row >= rows) return;\n"
+            "  float v = 0;\n"
+            "  for (int j = lane; j <= cols; j += 32) v += x[(long long)row * cols + j];\n"
+            "  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);\n"
+            "  v = __shfl_sync(0xffffffffu, v, 0);\n"
+            "  out[(long long)row * 32 + lane] = v;\n"
+            "}\n"
+            '"""\n',
+            AssertionError,
+            r"out of bounds at exercise_4\.cu:7: the warp of row 9 went past its row",
+        ),
+        (
+            "out indexed like x (row * cols + lane): writes past out",
+            'row_sums_source = r"""\n'
+            "__global__ void row_sums(const float* x, float* out, int rows, int cols) {\n"
+            "  const int lane = threadIdx.x % 32;\n"
+            "  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;\n"
+            "  if (row >= rows) return;\n"
+            "  float v = 0;\n"
+            "  for (int j = lane; j < cols; j += 32) v += x[(long long)row * cols + j];\n"
+            "  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);\n"
+            "  v = __shfl_sync(0xffffffffu, v, 0);\n"
+            "  out[(long long)row * cols + lane] = v;\n"
+            "}\n"
+            '"""\n',
+            AssertionError,
+            r"out of bounds at exercise_4\.cu:10: the warp of row 4 went past its row",
+        ),
+        (
+            "the total handed over through shared memory by lane 0, with no __syncwarp (a race on a GPU)",
+            'row_sums_source = r"""\n'
+            "__global__ void row_sums(const float* x, float* out, int rows, int cols) {\n"
+            "  __shared__ float total[32];\n"
+            "  const int lane = threadIdx.x % 32;\n"
+            "  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;\n"
+            "  if (row >= rows) return;\n"
+            "  float v = 0;\n"
+            "  for (int j = lane; j < cols; j += 32) v += x[(long long)row * cols + j];\n"
+            "  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);\n"
+            "  if (lane == 0) total[threadIdx.x / 32] = v;\n"
+            "  out[(long long)row * 32 + lane] = total[threadIdx.x / 32];\n"
+            "}\n"
+            '"""\n',
+            AssertionError,
+            r"only lane 0 holds the sum: broadcast it with __shfl_sync",
         ),
     ],
     5: [
@@ -288,10 +512,10 @@ WRONG_ANSWERS = {
             "}\n"
             '"""\n',
             AssertionError,
-            r"not torch's distances \(does lane 0 write the warp's sum of all 32 lanes\?\)",
+            r"not torch's distances \(does each lane add the columns .* lane 0 write the sum of all 32 lanes\?\)",
         ),
         (
-            "every lane writes its row's distance: right values, 32 stores where one will do",
+            "every lane writes its row's distance: right values, 32 unordered stores to one element (a race) where one will do",
             'squared_distance_source = r"""\n'
             "__global__ void squared_distance(const float* a, const float* p, float* out, int rows, int dim) {\n"
             "  const int lane = threadIdx.x % 32;\n"
@@ -307,7 +531,7 @@ WRONG_ANSWERS = {
             "}\n"
             '"""\n',
             AssertionError,
-            r"byte budget: the kernel writes 640 bytes to out for 5 distances of 4 bytes",
+            r"a data race at exercise_5\.cu:12: two lanes of a warp touch the same element, one of them writing",
         ),
         (
             "lanes without a column leave before the shuffles (right at dim = 37, not at dim = 20)",
@@ -403,6 +627,170 @@ WRONG_ANSWERS = {
             '"""\n',
             AssertionError,
             r"coalescing: the reads of a touch \d+ 32-byte sectors, more than the 32",
+        ),
+        (
+            "the warps per block written as 2 (the check's launch), not taken from blockDim.x",
+            'squared_distance_source = r"""\n'
+            "__global__ void squared_distance(const float* a, const float* p, float* out, int rows, int dim) {\n"
+            "  const int lane = threadIdx.x % 32;\n"
+            "  const int row = blockIdx.x * 2 + threadIdx.x / 32;\n"
+            "  if (row >= rows) return;\n"
+            "  float sum = 0;\n"
+            "  for (int j = lane; j < dim; j += 32) {\n"
+            "    const float d = a[(long long)row * dim + j] - p[(long long)row * dim + j];\n"
+            "    sum += d * d;\n"
+            "  }\n"
+            "  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);\n"
+            "  if (lane == 0) out[row] = sum;\n"
+            "}\n"
+            '"""\n',
+            AssertionError,
+            r"squared_distance left 2 of the 5 distances unwritten: each row needs a warp",
+        ),
+        (
+            "row > rows instead of row >= rows: the warp of row `rows` reads past the inputs",
+            'squared_distance_source = r"""\n'
+            "__global__ void squared_distance(const float* a, const float* p, float* out, int rows, int dim) {\n"
+            "  const int lane = threadIdx.x % 32;\n"
+            "  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;\n"
+            "  if (row > rows) return;\n"
+            "  float sum = 0;\n"
+            "  for (int j = lane; j < dim; j += 32) {\n"
+            "    const float d = a[(long long)row * dim + j] - p[(long long)row * dim + j];\n"
+            "    sum += d * d;\n"
+            "  }\n"
+            "  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);\n"
+            "  if (lane == 0) out[row] = sum;\n"
+            "}\n"
+            '"""\n',
+            AssertionError,
+            r"out of bounds at exercise_5\.cu:8: the warp of row 5 accessed memory past the last row",
+        ),
+        (
+            "the column loop steps by blockDim.x, not by the warp's 32 lanes",
+            'squared_distance_source = r"""\n'
+            "__global__ void squared_distance(const float* a, const float* p, float* out, int rows, int dim) {\n"
+            "  const int lane = threadIdx.x % 32;\n"
+            "  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;\n"
+            "  if (row >= rows) return;\n"
+            "  float sum = 0;\n"
+            "  for (int j = lane; j < dim; j += blockDim.x) {\n"
+            "    const float d = a[(long long)row * dim + j] - p[(long long)row * dim + j];\n"
+            "    sum += d * d;\n"
+            "  }\n"
+            "  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);\n"
+            "  if (lane == 0) out[row] = sum;\n"
+            "}\n"
+            '"""\n',
+            AssertionError,
+            r"dim = 37: not torch's distances \(does each lane add the columns lane, lane \+ 32",
+        ),
+        (
+            "atomicAdd of each lane's partial sum into out, never set to 0 first",
+            'squared_distance_source = r"""\n'
+            "__global__ void squared_distance(const float* a, const float* p, float* out, int rows, int dim) {\n"
+            "  const int lane = threadIdx.x % 32;\n"
+            "  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;\n"
+            "  if (row >= rows) return;\n"
+            "  float sum = 0;\n"
+            "  for (int j = lane; j < dim; j += 32) {\n"
+            "    const float d = a[(long long)row * dim + j] - p[(long long)row * dim + j];\n"
+            "    sum += d * d;\n"
+            "  }\n"
+            "  atomicAdd(&out[row], sum);\n"
+            "}\n"
+            '"""\n',
+            AssertionError,
+            r"some distances are NaN: out starts uninitialised",
+        ),
+        (
+            "shared memory summed by the warp's last lane, with no __syncwarp (a race on a GPU)",
+            'squared_distance_source = r"""\n'
+            "__global__ void squared_distance(const float* a, const float* p, float* out, int rows, int dim) {\n"
+            "  __shared__ float partial[64];\n"
+            "  const int lane = threadIdx.x % 32;\n"
+            "  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;\n"
+            "  if (row >= rows) return;\n"
+            "  float sum = 0;\n"
+            "  for (int j = lane; j < dim; j += 32) {\n"
+            "    const float d = a[(long long)row * dim + j] - p[(long long)row * dim + j];\n"
+            "    sum += d * d;\n"
+            "  }\n"
+            "  partial[threadIdx.x] = sum;\n"
+            "  if (lane == 31) {\n"
+            "    float total = 0;\n"
+            "    for (int k = 0; k < 32; ++k) total += partial[threadIdx.x - 31 + k];\n"
+            "    out[row] = total;\n"
+            "  }\n"
+            "}\n"
+            '"""\n',
+            AssertionError,
+            r"a data race at exercise_5\.cu:15: two lanes of a warp touch the same element",
+        ),
+    ],
+}
+
+# Right answers the checks must accept: other integer roundings, float32 arithmetic, a broadcast through
+# shared memory ordered by __syncwarp(), __shfl_down_sync where lane 0 writes.
+RIGHT_ANSWERS = {
+    1: [
+        (
+            "math.ceil of a true division (an int)",
+            "import math\n"
+            "\n"
+            "def launch_shape(batch):\n"
+            "    return min(math.ceil(batch / 8), 2**20), 256\n",
+        ),
+    ],
+    2: [
+        (
+            "a torch float32 tensor per exchange, indexed with arange ^ offset",
+            "import torch\n"
+            "\n"
+            "def butterfly_sum(values, offsets=(16, 8, 4, 2, 1)):\n"
+            "    lanes = torch.tensor(values, dtype=torch.float32)\n"
+            "    index = torch.arange(32)\n"
+            "    for offset in offsets:\n"
+            "        lanes = lanes + lanes[index ^ offset]\n"
+            "    return lanes.tolist()\n",
+        ),
+    ],
+    4: [
+        (
+            "the total handed over through shared memory, with __syncwarp() between the write and the reads",
+            'row_sums_source = r"""\n'
+            "__global__ void row_sums(const float* x, float* out, int rows, int cols) {\n"
+            "  __shared__ float total[32];\n"
+            "  const int lane = threadIdx.x % 32;\n"
+            "  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;\n"
+            "  if (row >= rows) return;\n"
+            "  float v = 0;\n"
+            "  for (int j = lane; j < cols; j += 32) v += x[(long long)row * cols + j];\n"
+            "  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);\n"
+            "  if (lane == 0) total[threadIdx.x / 32] = v;\n"
+            "  __syncwarp();\n"
+            "  out[(long long)row * 32 + lane] = total[threadIdx.x / 32];\n"
+            "}\n"
+            '"""\n',
+        ),
+    ],
+    5: [
+        (
+            "__shfl_down_sync, which leaves the sum in lane 0, the lane that writes",
+            'squared_distance_source = r"""\n'
+            "__global__ void squared_distance(const float* a, const float* p, float* out, int rows, int dim) {\n"
+            "  const int lane = threadIdx.x % 32;\n"
+            "  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;\n"
+            "  if (row >= rows) return;\n"
+            "  float sum = 0;\n"
+            "  for (int j = lane; j < dim; j += 32) {\n"
+            "    const float d = a[(long long)row * dim + j] - p[(long long)row * dim + j];\n"
+            "    sum += d * d;\n"
+            "  }\n"
+            "  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_down_sync(0xffffffffu, sum, offset);\n"
+            "  if (lane == 0) out[row] = sum;\n"
+            "}\n"
+            '"""\n',
         ),
     ],
 }
