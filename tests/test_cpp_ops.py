@@ -748,3 +748,50 @@ def test_gradient_on_the_kinks_is_the_losss_exactly(dtype, grad_in_forward):
     grads = torch.autograd.grad(loss, inputs)
     for got, want, name in zip(grads, kink_gradients(dtype), ("anchor", "positive", "negative")):
         assert torch.equal(got, want), f"{name}: {got.tolist()} != {want.tolist()}"
+
+
+FAKE_GXX = """#!/bin/sh
+# A stand-in for g++: says it is GCC, and for a header build records its arguments and writes the output.
+if [ "$1" = --version ]; then echo "g++ (fake) 12"; echo "Copyright (C) 2022 Free Software Foundation, Inc."; exit 0; fi
+echo "$@" >> "$(dirname "$0")/calls"
+while [ $# -gt 1 ]; do [ "$1" = -o ] && echo gch > "$2"; shift; done
+"""
+
+
+def fake_build(directory, cxx, name, *extra):
+    directory.mkdir()
+    flags = " ".join([f"-DTORCH_EXTENSION_NAME={name}", "-DTORCH_API_INCLUDE_EXTENSION_H", *extra, "-O3"])
+    (directory / "build.ninja").write_text(f"ninja_required_version = 1.3\ncxx = {cxx}\n\ncflags = {flags}\n")
+    return directory
+
+
+def test_precompiled_header_is_built_once_with_the_flags_of_the_build_it_copies(tmp_path):
+    # Catches: the library's name (-DTORCH_EXTENSION_NAME, which differs per answer: g++ then refuses the
+    # copy) or the copy's own directory kept in its flags (a new copy per build); a copy rebuilt on every
+    # call; a copy for other flags left beside the new one (400 MB each).
+    cxx = tmp_path / "g++"
+    cxx.write_text(FAKE_GXX)
+    cxx.chmod(0o755)
+    root = tmp_path / "pch"
+    first = native.precompiled_header("ATen/ATen.h", fake_build(tmp_path / "a", cxx, "ex_a"), root=root)
+    (directory,) = first
+    assert (pathlib.Path(directory) / "ATen" / "ATen.h.gch").read_text() == "gch\n"
+    (call,) = (tmp_path / "calls").read_text().splitlines()
+    assert "TORCH_EXTENSION_NAME" not in call and "-x c++-header" in call and "-O3" in call
+    assert call.split(" -o ")[0].endswith("/ATen/ATen.h")  # torch's own header, from its include path
+    # Another answer's build, which already reads the copy: its name and -I differ, nothing else.
+    again = native.precompiled_header("ATen/ATen.h", fake_build(tmp_path / "b", cxx, "ex_b", f"-I{directory}"), root=root)
+    assert again == first and len((tmp_path / "calls").read_text().splitlines()) == 1
+    other = native.precompiled_header("ATen/ATen.h", fake_build(tmp_path / "c", cxx, "ex_c", "-DNDEBUG"), root=root)
+    assert other != first and [p.name for p in root.iterdir() if p.is_dir()] == [pathlib.Path(other[0]).name]
+
+
+def test_precompiled_header_names_the_argument_at_fault(tmp_path):
+    (tmp_path / "build.ninja").write_text("ninja_required_version = 1.3\n")
+    with pytest.raises(ValueError, match="like: .* no build.ninja of a finished C\\+\\+ build"):
+        native.precompiled_header("ATen/ATen.h", tmp_path, root=tmp_path / "pch")
+    cxx = tmp_path / "g++"
+    cxx.write_text(FAKE_GXX)
+    cxx.chmod(0o755)
+    with pytest.raises(ValueError, match="header: ATen/Nothing.h is not in torch's include directories"):
+        native.precompiled_header("ATen/Nothing.h", fake_build(tmp_path / "a", cxx, "ex_a"), root=tmp_path / "pch")
