@@ -213,6 +213,10 @@ def test_speed_words_calls_a_ratio_within_the_noise_no_measurable_difference():
     assert bench.speed_words(1.02, noise=0.05) == "no measurable difference"
     assert bench.speed_words(1 / 1.02, noise=0.05) == "no measurable difference"
     assert bench.speed_words(1.06, noise=0.05) == "1.06x faster"
+    # Equal to its noise at the two digits printed: 1.13 with noise 13% (the turn-4 review's case).
+    assert bench.speed_words(1.1304, noise=0.1296) == "no measurable difference"
+    assert bench.speed_words(1 / 1.1304, noise=0.1296) == "no measurable difference"
+    assert bench.speed_words(1.1404, noise=0.1296) == "1.14x faster"
 
 
 def test_speed_words_takes_the_noise_from_the_measured_spread():

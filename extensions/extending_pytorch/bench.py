@@ -295,7 +295,10 @@ def speed_words(time_ratio: float, noise: float | None = None) -> str:
 
     Above 1 mine is faster ("2.00x faster"), below 1 slower ("4.00x slower",
     never "0.25x faster"). A ratio within `noise` of 1 (max(r, 1/r) - 1 at
-    most `noise`, a fraction such as 0.08) is "no measurable difference".
+    most `noise`, a fraction such as 0.08) is "no measurable difference", and
+    so is one that equals its noise at the precision printed (1.13 with noise
+    13%): two digits cannot tell it from the noise, and another run of the same
+    rounds would as likely land on either side.
     `noise` defaults to the ratio's own (`Ratio.noise`, from the spread the
     benchmark measured); a plain number without one is refused, since a
     difference cannot be told from noise without knowing the noise.
@@ -309,7 +312,7 @@ def speed_words(time_ratio: float, noise: float | None = None) -> str:
         )
     if not time_ratio > 0:
         raise ValueError(f"time_ratio must be positive, got {time_ratio}")
-    if max(time_ratio, 1 / time_ratio) - 1 <= noise:
+    if round(max(time_ratio, 1 / time_ratio) - 1, 2) <= round(noise, 2):
         return "no measurable difference"
     if time_ratio >= 1:
         return f"{time_ratio:.2f}x faster"
