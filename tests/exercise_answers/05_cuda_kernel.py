@@ -456,6 +456,24 @@ WRONG_ANSWERS = {
             AssertionError,
             r"only lane 0 holds the sum: broadcast it with __shfl_sync",
         ),
+        (
+            "std::min in the kernel: g++ (the emulator) accepts it, nvcc does not (a host function in device code)",
+            'row_sums_source = r"""\n'
+            "#include <algorithm>\n"
+            "__global__ void row_sums(const float* x, float* out, int rows, int cols) {\n"
+            "  const int lane = threadIdx.x % 32;\n"
+            "  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;\n"
+            "  if (row >= rows) return;\n"
+            "  float v = 0;\n"
+            "  for (int j = lane; j < cols; j += 32) v += x[(long long)row * cols + j];\n"
+            "  for (int offset = std::min(16, cols); offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);\n"
+            "  out[(long long)row * 32 + lane] = __shfl_sync(0xffffffffu, v, 0);\n"
+            "}\n"
+            '"""\n',
+            AssertionError,
+            r"(?s)the emulator ran your kernel, but nvcc rejects it:\nnvcc rejected exercise_4\.cu:\n"
+            r"exercise_4\.cu\(9\): error: calling a constexpr __host__ function\(\"min\"\)",
+        ),
     ],
     5: [
         (
@@ -726,6 +744,24 @@ WRONG_ANSWERS = {
             '"""\n',
             AssertionError,
             r"a data race at exercise_5\.cu:15: two lanes of a warp touch the same element",
+        ),
+        (
+            "a helper without __device__, called from the kernel: g++ (the emulator) accepts it, nvcc does not",
+            'squared_distance_source = r"""\n'
+            "float square(float v) { return v * v; }\n"
+            "__global__ void squared_distance(const float* a, const float* p, float* out, int rows, int dim) {\n"
+            "  const int lane = threadIdx.x % 32;\n"
+            "  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;\n"
+            "  if (row >= rows) return;\n"
+            "  float sum = 0;\n"
+            "  for (int j = lane; j < dim; j += 32) sum += square(a[(long long)row * dim + j] - p[(long long)row * dim + j]);\n"
+            "  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);\n"
+            "  if (lane == 0) out[row] = sum;\n"
+            "}\n"
+            '"""\n',
+            AssertionError,
+            r"(?s)the emulator ran your kernel, but nvcc rejects it:\nnvcc rejected exercise_5\.cu:\n"
+            r"exercise_5\.cu\(8\): error: calling a __host__ function\(\"square\(float\)\"\) from a __global__ function",
         ),
     ],
 }

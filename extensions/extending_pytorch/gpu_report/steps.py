@@ -32,6 +32,7 @@ TEST_FILES = (
     "tests/test_functions.py",
     "tests/test_grad_in_forward.py",
     "tests/test_saved_distances.py",
+    "tests/test_on_gpu.py",
 )
 STABLE_TEST_FILE = "tests/test_stable_abi.py"
 OLDEST_STABLE_TORCH = (2, 13)
