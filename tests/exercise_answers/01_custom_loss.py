@@ -201,6 +201,20 @@ WRONG_ANSWERS = {
             r"the loss differs from the reference \(torch\.float32, B=12, D=4, embeddings near 100, where a distance "
             r"expanded as \|a\|\^2 - 2 a\.p \+ \|p\|\^2 cancels",
         ),
+        (
+            "sums the two terms into a buffer made with torch.zeros(len(anchor)), without device=: fails for "
+            "embeddings on a GPU (passed the old check, which ran on the CPU only)",
+            "def triplet_loss_relu(anchor, positive, negative, t1, t2, beta):\n"
+            "    d_ap = ep.squared_distance(anchor, positive)\n"
+            "    d_an = ep.squared_distance(anchor, negative)\n"
+            "    losses = torch.zeros(len(anchor), dtype=anchor.dtype)\n"
+            "    losses = losses + F.relu(d_ap - d_an - t1) + t1\n"
+            "    losses = losses + beta * (F.relu(d_ap - t2) + t2)\n"
+            "    return losses.mean()\n",
+            AssertionError,
+            r"create every tensor on the inputs' device \(device=anchor\.device, or torch\.zeros_like\(anchor\)\): "
+            r"on (meta|cuda) inputs, .*device",
+        ),
     ],
     2: [
         (
@@ -269,6 +283,20 @@ WRONG_ANSWERS = {
             "    return fractions\n",
             AssertionError,
             r"push fraction is off",
+        ),
+        (
+            "compares both terms at once with the bounds in torch.tensor([t1, t2]), made without device=: fails "
+            "for embeddings on a GPU (passed the old check, which ran on the CPU only)",
+            "def active_fractions(anchor, positive, negative, t1, t2):\n"
+            "    d_ap = ep.squared_distance(anchor, positive)\n"
+            "    d_an = ep.squared_distance(anchor, negative)\n"
+            "    bounds = torch.tensor([t1, t2], dtype=anchor.dtype)\n"
+            "    active = torch.stack([d_ap - d_an, d_ap], dim=1) > bounds\n"
+            "    push, pull = active.double().mean(0).tolist()\n"
+            "    return push, pull\n",
+            AssertionError,
+            r"create every tensor on the inputs' device \(device=anchor\.device, or torch\.zeros_like\(anchor\)\): "
+            r"on (meta|cuda) inputs, .*device",
         ),
     ],
     3: [

@@ -7,6 +7,8 @@ RIGHT_ANSWERS: exercise number -> [(what it does differently, source defining th
 
 from __future__ import annotations
 
+import torch
+
 WRONG_ANSWERS = {
     1: [
         (
@@ -490,6 +492,54 @@ WRONG_ANSWERS = {
         ),
     ],
 }
+
+# Wrong on a GPU only: each check's GPU part rejects them, and without a GPU nothing can (scipy needs the data,
+# which the meta device's tensors do not have), so they are named where the tests run on a GPU.
+if torch.cuda.is_available():
+    WRONG_ANSWERS[1].append((
+        "W(x) made with torch.from_numpy(...).to(x.dtype), on the CPU whatever x's device",
+        "class LambertW(Function):\n"
+        "    @staticmethod\n"
+        "    def forward(ctx, x):\n"
+        "        w = torch.from_numpy(scipy.special.lambertw(x.detach().cpu().numpy()).real).to(x.dtype)\n"
+        "        ctx.save_for_backward(w)\n"
+        "        return w\n"
+        "    @staticmethod\n"
+        "    def backward(ctx, grad):\n"
+        "        (w,) = ctx.saved_tensors\n"
+        "        return grad / (torch.exp(w) * (1 + w))\n",
+        AssertionError,
+        r"on a cuda input, W\(x\) is on cpu: return it on the input's device",
+    ))
+    WRONG_ANSWERS[2].append((
+        "x.detach().numpy() without .cpu(): numpy cannot read a GPU tensor",
+        "class GaussianBlur(Function):\n"
+        "    @staticmethod\n"
+        "    def forward(ctx, x, sigma):\n"
+        "        ctx.sigma = sigma\n"
+        "        out = scipy.ndimage.gaussian_filter1d(x.detach().numpy(), sigma, axis=-1, mode='constant')\n"
+        "        return torch.from_numpy(out).to(x)\n"
+        "    @staticmethod\n"
+        "    def backward(ctx, grad):\n"
+        "        return GaussianBlur.apply(grad, ctx.sigma), None\n",
+        TypeError,
+        r"can't convert cuda.* to numpy",
+    ))
+    WRONG_ANSWERS[3].append((
+        "lse made with torch.from_numpy(...).to(x.dtype), on the CPU whatever x's device",
+        "class LogSumExp(Function):\n"
+        "    @staticmethod\n"
+        "    def forward(ctx, x):\n"
+        "        lse = torch.from_numpy(scipy.special.logsumexp(x.detach().cpu().numpy(), axis=-1)).to(x.dtype)\n"
+        "        ctx.save_for_backward(x, lse)\n"
+        "        return lse\n"
+        "    @staticmethod\n"
+        "    def backward(ctx, grad):\n"
+        "        x, lse = ctx.saved_tensors\n"
+        "        return grad[..., None] * torch.exp(x - lse[..., None])\n",
+        AssertionError,
+        r"on a cuda input, lse is on cpu: return it on the input's device",
+    ))
 
 RIGHT_ANSWERS = {
     1: [

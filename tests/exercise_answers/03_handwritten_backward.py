@@ -148,6 +148,22 @@ WRONG_ANSWERS = {
             AssertionError,
             r"the second derivative is not finite at x = \[100\.0, -100\.0\] \(torch\.float32\)",
         ),
+        (
+            "a stable softplus written out, max(x, 0) + log1p(exp(-|x|)), with the 0 from torch.zeros(x.shape) "
+            "without device=: fails for x on a GPU (passed the old check, which ran on the CPU only)",
+            "class Softplus(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        ctx.save_for_backward(x)\n"
+            "        return torch.maximum(x, torch.zeros(x.shape, dtype=x.dtype)) + torch.log1p(torch.exp(-x.abs()))\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        (x,) = ctx.saved_tensors\n"
+            "        return grad_output * torch.sigmoid(x)\n",
+            AssertionError,
+            r"create every tensor on the input's device \(device=x\.device, or torch\.zeros_like\(x\)\): "
+            r"on (meta|cuda) inputs, .*device",
+        ),
     ],
     2: [
         (
@@ -263,6 +279,25 @@ WRONG_ANSWERS = {
             "        return (grad_output - y * (y * grad_output).sum(dim=-1, keepdim=True)) / norm\n",
             AssertionError,
             r"ctx\.cache holds a tensor: save tensors with ctx\.save_for_backward \(section 6\.1\)",
+        ),
+        (
+            "the backward as each row's Jacobian (I - y y^T) / ||x||, with I from torch.eye(D) without device=: "
+            "fails for x on a GPU (passed the old check, which ran on the CPU only)",
+            "class Normalize(Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        y = x / x.norm(dim=-1, keepdim=True)\n"
+            "        ctx.save_for_backward(x, y)\n"
+            "        return y\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        x, y = ctx.saved_tensors\n"
+            "        eye = torch.eye(x.shape[-1], dtype=x.dtype)\n"
+            "        jacobian = (eye - y[..., :, None] * y[..., None, :]) / x.norm(dim=-1, keepdim=True)[..., None]\n"
+            "        return (jacobian @ grad_output[..., None]).squeeze(-1)\n",
+            AssertionError,
+            r"create every tensor on the input's device \(device=x\.device, or torch\.zeros_like\(x\)\): "
+            r"on (meta|cuda) inputs, .*device",
         ),
     ],
     3: [
@@ -456,6 +491,25 @@ WRONG_ANSWERS = {
             "        return grad_output * ctx.store['result']\n",
             AssertionError,
             r"ctx\.store holds a tensor",
+        ),
+        (
+            "exp(x) as a power of e, with the e's from torch.full(x.shape, torch.e) without device=: fails for x "
+            "on a GPU (passed the old check, which ran on the CPU only)",
+            "class FuncExp(Function):\n"
+            "    generate_vmap_rule = True\n"
+            "    @staticmethod\n"
+            "    def forward(x):\n"
+            "        return torch.full(x.shape, torch.e, dtype=x.dtype) ** x\n"
+            "    @staticmethod\n"
+            "    def setup_context(ctx, inputs, output):\n"
+            "        ctx.save_for_backward(output)\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n"
+            "        (result,) = ctx.saved_tensors\n"
+            "        return grad_output * result\n",
+            AssertionError,
+            r"create every tensor on the input's device \(device=x\.device, or torch\.zeros_like\(x\)\): "
+            r"on (meta|cuda) inputs, .*device",
         ),
     ],
 }
