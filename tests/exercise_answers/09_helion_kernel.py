@@ -45,6 +45,61 @@ WRONG_ANSWERS = {
             AssertionError,
             r"return a helion\.Config, got dict",
         ),
+        (
+            "the column size alone in block_sizes (the row tile forgotten)",
+            "def wide_config(dtype, num_warps):\n"
+            "    return helion.Config(block_sizes=[16 * 32 * num_warps // dtype.itemsize], num_warps=num_warps, num_stages=1)\n",
+            AssertionError,
+            r"block_sizes lists one size per hl\.tile, rows per program then columns per step: two sizes, got \[256\]",
+        ),
+        (
+            "a third block size, for a tile the kernel does not open",
+            "def wide_config(dtype, num_warps):\n"
+            "    columns = 16 * 32 * num_warps // dtype.itemsize\n"
+            "    return helion.Config(block_sizes=[1, columns, 1], num_warps=num_warps, num_stages=1)\n",
+            AssertionError,
+            r"two sizes, got \[1, 256, 1\]",
+        ),
+        (
+            "true division: a float number of columns",
+            "def wide_config(dtype, num_warps):\n"
+            "    return helion.Config(block_sizes=[1, 16 * 32 * num_warps / dtype.itemsize], num_warps=num_warps, num_stages=1)\n",
+            AssertionError,
+            r"Python ints \(// divides to one; Helion refuses floats and numpy integers\), got \[1, 256\.0\]",
+        ),
+        (
+            "the column count a numpy integer (Helion refuses it as a block size)",
+            "def wide_config(dtype, num_warps):\n"
+            "    import numpy as np\n"
+            "    columns = np.int64(16 * 32 * num_warps) // np.int64(dtype.itemsize)\n"
+            "    return helion.Config(block_sizes=[1, columns], num_warps=num_warps, num_stages=1)\n",
+            AssertionError,
+            r"Python ints .*got \[1, np\.int64\(256\)\]",
+        ),
+        (
+            "a persistent kernel: each program loops over row tiles",
+            "def wide_config(dtype, num_warps):\n"
+            "    columns = 16 * 32 * num_warps // dtype.itemsize\n"
+            "    return helion.Config(block_sizes=[1, columns], num_warps=num_warps, num_stages=1,\n"
+            "                         pid_type='persistent_blocked')\n",
+            AssertionError,
+            r"pid_type 'persistent_blocked' makes each program loop over several tiles",
+        ),
+        (
+            "an element-size table that forgets bfloat16 (4 bytes by default)",
+            "def wide_config(dtype, num_warps):\n"
+            "    size = {torch.float16: 2, torch.float32: 4, torch.float64: 8}.get(dtype, 4)\n"
+            "    return helion.Config(block_sizes=[1, 16 * 32 * num_warps // size], num_warps=num_warps, num_stages=1)\n",
+            AssertionError,
+            r"torch\.bfloat16, 1 warps: 128 columns give each of the 32 threads 8 bytes per step, not 16",
+        ),
+        (
+            "64 threads a warp (an AMD wavefront, not an NVIDIA warp)",
+            "def wide_config(dtype, num_warps):\n"
+            "    return helion.Config(block_sizes=[1, 16 * 64 * num_warps // dtype.itemsize], num_warps=num_warps, num_stages=1)\n",
+            AssertionError,
+            r"512 columns give each of the 32 threads 32 bytes per step, not 16",
+        ),
     ],
     2: [
         (
@@ -61,7 +116,7 @@ WRONG_ANSWERS = {
             "def step_bytes(batch, dim, dtype):\n"
             "    return 9 * batch * dim * torch.tensor([], dtype=dtype).element_size()\n",
             AssertionError,
-            r"the rest, \d+ bytes, is the numbers per row",
+            r"9N is right, the numbers per row are not: you count 0 bytes a row, the kernels move 48",
         ),
         (
             "the distances, hyper and the upstream gradient in the input's dtype",
@@ -80,6 +135,42 @@ WRONG_ANSWERS = {
             AssertionError,
             r"the counter says",
         ),
+        (
+            "the gradients written in the accumulation dtype",
+            "def step_bytes(batch, dim, dtype):\n"
+            "    size = dtype.itemsize\n"
+            "    acc = 8 if dtype == torch.float64 else 4\n"
+            "    return 6 * batch * dim * size + 3 * batch * dim * acc + batch * (size + 11 * acc)\n",
+            AssertionError,
+            r"torch\.float16: .* your count grows by 72 bytes a column, the kernels' by 54",
+        ),
+        (
+            "no upstream gradient read (the mean's is one number)",
+            "def step_bytes(batch, dim, dtype):\n"
+            "    size = dtype.itemsize\n"
+            "    acc = 8 if dtype == torch.float64 else 4\n"
+            "    return 9 * batch * dim * size + batch * (size + 10 * acc)\n",
+            AssertionError,
+            r"you count 44 bytes a row, the kernels move 48",
+        ),
+        (
+            "bfloat16 taken for 4 bytes",
+            "def step_bytes(batch, dim, dtype):\n"
+            "    size = 2 if dtype == torch.float16 else (8 if dtype == torch.float64 else 4)\n"
+            "    acc = 8 if dtype == torch.float64 else 4\n"
+            "    return 9 * batch * dim * size + batch * (size + 11 * acc)\n",
+            AssertionError,
+            r"torch\.bfloat16: .* grows by 36 bytes a column, the kernels' by 18",
+        ),
+        (
+            "the loss counted twice (written, then read back for the mean)",
+            "def step_bytes(batch, dim, dtype):\n"
+            "    size = dtype.itemsize\n"
+            "    acc = 8 if dtype == torch.float64 else 4\n"
+            "    return 9 * batch * dim * size + batch * (2 * size + 11 * acc)\n",
+            AssertionError,
+            r"you count 52 bytes a row, the kernels move 48",
+        ),
     ],
 }
 
@@ -90,6 +181,12 @@ RIGHT_ANSWERS = {
             "def wide_config(dtype, num_warps):\n"
             "    return helion.Config(block_sizes=[1, 512 * num_warps // (torch.finfo(dtype).bits // 8)],\n"
             "                         num_warps=num_warps, num_stages=1)\n",
+        ),
+        (
+            "block_sizes as a tuple",
+            "def wide_config(dtype, num_warps):\n"
+            "    return helion.Config(block_sizes=(1, 16 * 32 * num_warps // dtype.itemsize), num_warps=num_warps,\n"
+            "                         num_stages=1)\n",
         ),
     ],
     2: [
