@@ -5,6 +5,28 @@ exercise number -> [(what is wrong, source defining the answer's name, exception
 
 from __future__ import annotations
 
+# The official solution's kernel and launcher as an answer writes them, for answers that change one line.
+_SOLUTION_KERNEL = (
+    "@triton.jit\n"
+    "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
+    "    row = tl.program_id(0).to(tl.int64)\n"
+    "    total = tl.zeros([BLOCK], dtype=tl.float32)\n"
+    "    for start in range(0, dim, BLOCK):\n"
+    "        cols = start + tl.arange(0, BLOCK)\n"
+    "        mask = cols < dim\n"
+    "        x = tl.load(x_ptr + row * row_stride + cols.to(tl.int64) * col_stride, mask=mask, other=0.0)\n"
+    "        total += x.to(tl.float32) * x.to(tl.float32)\n"
+    "    tl.store(out_ptr + row, tl.sum(total, axis=0))\n"
+    "\n"
+)
+_LAUNCHER = (
+    "def squared_norms(x):\n"
+    "    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)\n"
+    "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
+    "    return out\n"
+)
+
+
 WRONG_ANSWERS = {
     1: [
         (
@@ -497,6 +519,32 @@ WRONG_ANSWERS = {
             AssertionError,
             r"squared_norms_kernel loads 64 columns at a time",
         ),
+        (
+            "stores every row's sum at out_ptr, without + row (the rows overwrite out[0]; the old check blamed the loop)",
+            _SOLUTION_KERNEL.replace("tl.store(out_ptr + row,", "tl.store(out_ptr,") + _LAUNCHER,
+            AssertionError,
+            r"program 1 stored into out\[0\], not into out\[1\]: store each row's sum at out_ptr \+ row",
+        ),
+        (
+            "stores at out_ptr + row * row_stride, as the loads are offset (the old check blamed a read)",
+            _SOLUTION_KERNEL.replace("tl.store(out_ptr + row,", "tl.store(out_ptr + row * row_stride,") + _LAUNCHER,
+            AssertionError,
+            r"program 1 stored nothing into out, not into out\[1\]: .*its stride is 1, not row_stride",
+        ),
+        (
+            "a grid of max(B, 1) programs, so that the grid is never empty (passed the old check: no empty batch)",
+            _SOLUTION_KERNEL + _LAUNCHER.replace("[(x.shape[0],)]", "[(max(x.shape[0], 1),)]"),
+            AssertionError,
+            r"on an empty batch the kernel read or wrote memory that is not there",
+        ),
+        (
+            "the row offset widened after the product, (row * row_stride).to(tl.int64), which has wrapped by then",
+            _SOLUTION_KERNEL.replace("row = tl.program_id(0).to(tl.int64)", "row = tl.program_id(0)").replace(
+                "x_ptr + row * row_stride +", "x_ptr + (row * row_stride).to(tl.int64) +"
+            ) + _LAUNCHER,
+            AssertionError,
+            r"wrong where row \* row_stride passes 2\*\*31: compute offsets in 64 bits",
+        ),
     ],
     2: [
         (
@@ -529,25 +577,28 @@ WRONG_ANSWERS = {
             AssertionError,
             r"128 columns in blocks of 64: .* got 64 \(a full last block has no idle lanes",
         ),
+        (
+            "a numpy float, np.ceil(dim / block) * block - dim: 11.0 lanes (passed the old check)",
+            "import numpy as np\n\ndef idle_lanes(dim, block):\n    return np.ceil(dim / block) * block - dim\n",
+            AssertionError,
+            r"idle_lanes\(37, 16\) returned np\.float64\(11\.0\), a float64: count the lanes in integers",
+        ),
+        (
+            "the fraction of a block left over, times the block: a float (passed the old check)",
+            "import math\n\ndef idle_lanes(dim, block):\n    return (math.ceil(dim / block) - dim / block) * block\n",
+            AssertionError,
+            r"idle_lanes\(37, 16\) returned 11\.0, a float: count the lanes in integers",
+        ),
+        (
+            "block - dim for a row shorter than a block, an empty row included (passed the old check)",
+            "def idle_lanes(dim, block):\n    return block - dim if dim < block else -dim % block\n",
+            AssertionError,
+            r"0 columns in blocks of 16: no block, so no idle lane, got 16",
+        ),
     ],
 }
 
 
-# Right answers the check must accept besides the official solution: the grid written as a
-# function of the launch's arguments, as Triton's tutorials write it, and as (B, 1).
-_SOLUTION_KERNEL = (
-    "@triton.jit\n"
-    "def squared_norms_kernel(x_ptr, out_ptr, dim, row_stride, col_stride, BLOCK: tl.constexpr):\n"
-    "    row = tl.program_id(0).to(tl.int64)\n"
-    "    total = tl.zeros([BLOCK], dtype=tl.float32)\n"
-    "    for start in range(0, dim, BLOCK):\n"
-    "        cols = start + tl.arange(0, BLOCK)\n"
-    "        mask = cols < dim\n"
-    "        x = tl.load(x_ptr + row * row_stride + cols.to(tl.int64) * col_stride, mask=mask, other=0.0)\n"
-    "        total += x.to(tl.float32) * x.to(tl.float32)\n"
-    "    tl.store(out_ptr + row, tl.sum(total, axis=0))\n"
-    "\n"
-)
 # Right answers that use what a kernel's module gives it: the check compiles them for a GPU in a
 # fresh process, which must rebuild those globals (review turn 5, finding 5). tests/test_triton.py
 # runs them with their source registered, as a notebook cell's is; RIGHT_ANSWERS includes them too.
@@ -595,6 +646,8 @@ RIGHT_ANSWERS_FOR_THE_COMPILER = {
         ),
     ],
 }
+# Right answers the check must accept besides the official solution: the grid written as a
+# function of the launch's arguments, as Triton's tutorials write it, and as (B, 1).
 RIGHT_ANSWERS = {
     1: [
         (
@@ -683,7 +736,25 @@ RIGHT_ANSWERS = {
             "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
             "    return out\n",
         ),
+        (
+            "a tl.atomic_add of each block's sum into zeros, in place of one store (no store for the check to place)",
+            _SOLUTION_KERNEL.replace("        total += x.to(tl.float32) * x.to(tl.float32)\n", (
+                "        tl.atomic_add(out_ptr + row, tl.sum(x.to(tl.float32) * x.to(tl.float32), axis=0))\n"
+            )).replace("    tl.store(out_ptr + row, tl.sum(total, axis=0))\n", "")
+            + "def squared_norms(x):\n"
+            "    out = torch.zeros(x.shape[0], dtype=torch.float32, device=x.device)\n"
+            "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
+            "    return out\n",
+        ),
         *RIGHT_ANSWERS_FOR_THE_COMPILER[1],
+    ],
+    2: [
+        ("math.ceil(dim / block) * block - dim: an int",
+         "import math\n\ndef idle_lanes(dim, block):\n    return math.ceil(dim / block) * block - dim\n"),
+        ("-dim & (block - 1): right for a power of 2, which the exercise says block is",
+         "def idle_lanes(dim, block):\n    return -dim & (block - 1)\n"),
+        ("a numpy integer, np.int64(-dim % block)",
+         "import numpy as np\n\ndef idle_lanes(dim, block):\n    return np.int64(-dim % block)\n"),
     ],
 }
 
