@@ -18,7 +18,6 @@ checks must catch.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 
 import pytest
@@ -330,27 +329,11 @@ MUTATIONS = {
 }
 
 
-def _mutated_kernel(tmp_path, body, old, new):
-    # Helion reads a kernel's source from its file: the mutated body is written to one.
-    import inspect
-
-    source = inspect.getsource(getattr(helion_ops, body))
-    assert source.count(old) == 1, old
-    path = tmp_path / "mutated_kernel.py"
-    header = "from __future__ import annotations\nimport torch\nfrom torch import Tensor\nimport helion.language as hl\n\n"
-    path.write_text(header + source.replace(old, new))
-    spec = importlib.util.spec_from_file_location("mutated_kernel", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    config = helion_ops.FORWARD_CONFIG if body == "_forward_body" else helion_ops.BACKWARD_CONFIG
-    return helion.kernel(getattr(module, body), config=config, **helion_ops.KERNEL_SETTINGS)
-
-
 @pytest.mark.parametrize("mutation", MUTATIONS, ids=list(MUTATIONS))
 def test_reference_checks_catch_a_mutated_index(mutation, tmp_path, monkeypatch):
     body, old, new = MUTATIONS[mutation]
     kernel = "forward_kernel" if body == "_forward_body" else "backward_kernel"
-    monkeypatch.setattr(helion_ops, kernel, _mutated_kernel(tmp_path, body, old, new))
+    monkeypatch.setattr(helion_ops, kernel, helion_ops.mutated_kernel(body, old, new, tmp_path))
     # Every reduction: a wrong index into the upstream gradient shows only with reduction="none".
     failed = []
     for reduction in ep.REDUCTIONS:

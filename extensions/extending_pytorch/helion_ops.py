@@ -151,6 +151,30 @@ def use_configs(forward_config, backward_config) -> None:
     forward_kernel, backward_kernel = make_kernels(forward_config, backward_config)
 
 
+def mutated_kernel(body: str, old: str, new: str, directory):
+    """One kernel with a mutation: `body` ("_forward_body" or "_backward_body") with its one `old`
+    replaced by `new`, under the operator's config and settings, for showing that the reference
+    checks catch it. Helion reads a kernel's source from its file, so the mutated body is written to
+    `directory`/mutated_kernel.py and imported from there."""
+    import importlib.util
+    import inspect
+    import pathlib
+
+    configs = {"_forward_body": FORWARD_CONFIG, "_backward_body": BACKWARD_CONFIG}
+    if body not in configs:
+        raise ValueError(f"body must be one of {sorted(configs)}, got {body!r}")
+    source = inspect.getsource(globals()[body])
+    if source.count(old) != 1:
+        raise ValueError(f"old must occur once in {body}; {old!r} occurs {source.count(old)} times")
+    path = pathlib.Path(directory) / "mutated_kernel.py"
+    header = "from __future__ import annotations\nimport torch\nfrom torch import Tensor\nimport helion.language as hl\n\n"
+    path.write_text(header + source.replace(old, new))
+    spec = importlib.util.spec_from_file_location("mutated_kernel", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return helion.kernel(getattr(module, body), config=configs[body], **KERNEL_SETTINGS)
+
+
 def autotune(batch: int, dim: int, *, dtype=torch.float32, effort: str = "quick", configs=None, seed: int = 0,
              tuned_forward=None):
     """Autotune both kernels once, on a GPU, on random contiguous rows of B x D.
