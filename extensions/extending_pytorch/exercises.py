@@ -158,6 +158,62 @@ def run_check(check: Callable, answer: Any, *, solution: Callable | None = None)
     fresh(answer, solution)
 
 
+# ---- The answer on another device ------------------------------------------------------------
+
+
+def run_on(
+    device,
+    run: Callable[[], Any],
+    *,
+    create_on: str = "the input's device (device=x.device, or torch.zeros_like(x))",
+    what: str = "a result",
+):
+    """Run an answer on `device` (the GPU, or without one `meta`) and return `run()`'s results.
+
+    `run` takes no arguments: it calls the answer on inputs already on `device` (and autograd on its
+    output) and returns what it computed, a tensor or a tuple or list of them (nested, and other
+    values, such as floats, are left alone). What it checks, with the check cell's words:
+
+    - an error whose message mentions a device (a tensor the answer made on the CPU met the inputs)
+      fails with "create every tensor on {create_on}";
+    - any other error: on `meta`, whose tensors have a shape but no data (no `.item()`, no `nonzero`,
+      no `.tolist()`), the answer could not run there, and `run_on` returns None; on any other device
+      every operation runs, so the error is the answer's and is raised again;
+    - every tensor returned must be on `device` ("{what} is on another device"). Devices compare by
+      type (and by index only where `device` names one): `torch.device("cuda")` is `cuda:0`'s device.
+
+    The check compares the values itself, where `device` is not `meta`: what they must equal differs
+    from one exercise to the next.
+    """
+    import torch
+
+    if isinstance(device, str):
+        device = torch.device(device)
+    if not isinstance(device, torch.device):
+        raise TypeError(f"run_on: device must be a torch.device or a string such as 'meta', got {type(device).__name__}")
+    if not callable(run):
+        raise TypeError(f"run_on: run must be a function taking no arguments, got {type(run).__name__}")
+    try:
+        results = run()
+    except (NotImplementedError, RuntimeError) as error:
+        if "device" in str(error):  # raised, not asserted: python -O keeps it
+            raise AssertionError(f"create every tensor on {create_on}: on {device.type} inputs, {error}") from error
+        if device.type != "meta":
+            raise
+        return None
+
+    def tensors(value):
+        if isinstance(value, torch.Tensor):
+            yield value
+        elif isinstance(value, (tuple, list)):
+            for item in value:
+                yield from tensors(item)
+
+    if not all(t.device.type == device.type and device.index in (None, t.device.index) for t in tensors(results)):
+        raise AssertionError(f"on {device.type} inputs {what} is on another device: create every tensor on {create_on}")
+    return results
+
+
 # ---- Recorded outputs of the official solution ----------------------------------------------
 
 

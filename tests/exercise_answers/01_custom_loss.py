@@ -378,7 +378,7 @@ WRONG_ANSWERS = {
             "    distinct = index[:, None] != index[None, :]\n"
             "    return ((same & distinct)[:, :, None] & ~same[:, None, :]).nonzero(as_tuple=True)\n",
             AssertionError,
-            r"make every tensor on labels\.device: on (meta|cuda) labels, .*device",
+            r"create every tensor on labels\.device: on (meta|cuda) inputs, .*device",
         ),
         (
             "the i != j mask made without device=: fails for labels on a GPU (passed the old check)",
@@ -387,7 +387,7 @@ WRONG_ANSWERS = {
             "    distinct = ~torch.eye(len(labels), dtype=torch.bool)\n"
             "    return ((same & distinct)[:, :, None] & ~same[:, None, :]).nonzero(as_tuple=True)\n",
             AssertionError,
-            r"make every tensor on labels\.device: on (meta|cuda) labels, .*device",
+            r"create every tensor on labels\.device: on (meta|cuda) inputs, .*device",
         ),
     ],
 }
