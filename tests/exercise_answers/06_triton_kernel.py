@@ -341,7 +341,7 @@ WRONG_ANSWERS = {
             "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
             "    return out\n",
             AssertionError,
-            r"wrong on rows of 100 columns: does the loop cover the whole row\?",
+            r"wrong on rows of 100 columns: every sum falls short: does the loop cover the whole row\?",
         ),
         (
             "program 0 loops over every row, counting them with tl.num_programs (review turn 4, finding 7)",
@@ -426,7 +426,7 @@ WRONG_ANSWERS = {
             "    squared_norms_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), x.stride(1), BLOCK=16)\n"
             "    return out\n",
             AssertionError,
-            r"wrong on rows of 17 columns: does the loop cover the whole row\?",
+            r"wrong on rows of 17 columns: every sum falls short: does the loop cover the whole row\?",
         ),
         (
             "program 0 loops over every row, tl.num_programs in a @triton.jit helper (review turn 5, finding 2)",
@@ -544,6 +544,21 @@ WRONG_ANSWERS = {
             ) + _LAUNCHER,
             AssertionError,
             r"wrong where row \* row_stride passes 2\*\*31: compute offsets in 64 bits",
+        ),
+        (
+            "the rows' norms, tl.sqrt of the sum (the old check asked whether the loop covers the row)",
+            _SOLUTION_KERNEL.replace("tl.sum(total, axis=0))", "tl.sqrt(tl.sum(total, axis=0)))") + _LAUNCHER,
+            AssertionError,
+            r"on rows of 100 columns these are the rows' norms: return the sums of squares, without tl\.sqrt",
+        ),
+        (
+            "each block's sum added to every lane of total, then total summed: BLOCK times too much "
+            "(the old check asked whether the loop covers the row)",
+            _SOLUTION_KERNEL.replace(
+                "total += x.to(tl.float32) * x.to(tl.float32)", "total += tl.sum(x.to(tl.float32) * x.to(tl.float32), axis=0)"
+            ) + _LAUNCHER,
+            AssertionError,
+            r"wrong on rows of 100 columns: every sum is too large: is a block, or a lane, counted more than once\?",
         ),
     ],
     2: [
