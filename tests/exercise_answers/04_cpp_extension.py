@@ -173,6 +173,22 @@ WRONG_ANSWERS = {
     ],
     2: [
         (
+            "sums the rows into a buffer made with torch.zeros(1, D), on the CPU whatever the inputs' device",
+            "def prototype_gradient(anchor, prototype, negative, t1=-1.0, t2=0.5, beta=0.5):\n"
+            "    positive = prototype.expand_as(anchor)\n"
+            "    d_ap = ep.squared_distance(anchor, positive)\n"
+            "    d_an = ep.squared_distance(anchor, negative)\n"
+            "    push = (d_ap - d_an > t1).to(anchor.dtype)\n"
+            "    pull = (d_ap > t2).to(anchor.dtype)\n"
+            "    total = torch.zeros(1, anchor.shape[1], dtype=anchor.dtype)\n"
+            "    total += (-2 / anchor.shape[0] * (push + beta * pull)[:, None] * (anchor - positive)).sum(0)\n"
+            "    return total\n",
+            AssertionError,
+            # on meta the CPU buffer's += runs, and the gradient comes back on the CPU; on a GPU += raises
+            r"on (meta|cuda) inputs.*create every tensor on the inputs' device \(device=anchor\.device, "
+            r"or torch\.zeros_like\(prototype\)\)|create every tensor on the inputs' device .*: on cuda inputs",
+        ),
+        (
             "returns the first row's gradient instead of the sum over rows",
             "def prototype_gradient(anchor, prototype, negative, t1=-1.0, t2=0.5, beta=0.5):\n"
             "    positive = prototype.expand_as(anchor)\n"

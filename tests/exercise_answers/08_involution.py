@@ -114,6 +114,22 @@ WRONG_ANSWERS = {
     ],
     2: [
         (
+            "accumulates the taps into torch.zeros(...) made on the CPU, whatever x's device",
+            "def weight_gradient(x, grad_out, groups, kernel, padding):\n"
+            "    b, c = x.shape[:2]\n"
+            "    out_h, out_w = grad_out.shape[2:]\n"
+            "    windows = F.unfold(x, kernel, padding=padding).view(b, groups, c // groups, kernel[0] * kernel[1], out_h, out_w)\n"
+            "    go = grad_out.view(b, groups, c // groups, 1, out_h, out_w)\n"
+            "    total = torch.zeros(b, groups, kernel[0] * kernel[1], out_h, out_w, dtype=x.dtype)\n"
+            "    for k in range(c // groups):\n"
+            "        total += windows[:, :, k] * go[:, :, k]\n"
+            "    return total.view(b, groups, *kernel, out_h, out_w)\n",
+            AssertionError,
+            # on meta the CPU buffer's += runs, and the gradient comes back on the CPU; on a GPU += raises
+            r"on (meta|cuda) inputs.*create every tensor on the input's device \(device=x\.device\)"
+            r"|create every tensor on the input's device \(device=x\.device\): on cuda inputs",
+        ),
+        (
             "sums over every channel, not the channels of each group",
             "def weight_gradient(x, grad_out, groups, kernel, padding):\n"
             "    b, c = x.shape[:2]\n"
