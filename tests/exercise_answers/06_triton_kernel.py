@@ -560,6 +560,12 @@ WRONG_ANSWERS = {
             AssertionError,
             r"wrong on rows of 100 columns: every sum is too large: is a block, or a lane, counted more than once\?",
         ),
+        (
+            "float64 sums for float32 rows (out made as float64; the old check asked whether the loop covers the row)",
+            _SOLUTION_KERNEL + _LAUNCHER.replace("dtype=torch.float32", "dtype=torch.float64"),
+            AssertionError,
+            r"return the sums in float32, got torch\.float64",
+        ),
     ],
     2: [
         (
