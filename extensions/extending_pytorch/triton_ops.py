@@ -103,8 +103,9 @@ def _row_distances(
 
 
 # The hyper-parameters' bits and the autotuner's batch key are values, not
-# shapes: compiling a kernel per value (Triton specialises an integer that is
-# 1 or divisible by 16) would only cost compilations.
+# shapes: Triton specialises an integer argument by its class of value (1 is
+# compiled in as a constant, one divisible by 16 gets a kernel of its own), so
+# without do_not_specialize new hyper-parameters could only cost compilations.
 _SCALARS = ["t1_bits", "t2_bits", "beta_bits", "batch_bucket"]
 
 
