@@ -298,6 +298,22 @@ WRONG_ANSWERS = {
             r"create every tensor on the inputs' device \(device=anchor\.device, or torch\.zeros_like\(anchor\)\): "
             r"on (meta|cuda) inputs, .*device",
         ),
+        (
+            "marks the active triplets in buffers made with torch.zeros(len(anchor)), without device=: on a GPU the "
+            "CPU buffer cannot be indexed by the mask; on meta the write does nothing and the CPU buffers' means "
+            "come back as numbers (the check compared them as fractions: a message about wrong values)",
+            "def active_fractions(anchor, positive, negative, t1, t2):\n"
+            "    d_ap = ep.squared_distance(anchor, positive)\n"
+            "    d_an = ep.squared_distance(anchor, negative)\n"
+            "    push, pull = torch.zeros(len(anchor)), torch.zeros(len(anchor))\n"
+            "    push[d_ap - d_an > t1] = 1\n"
+            "    pull[d_ap > t2] = 1\n"
+            "    return push.mean().item(), pull.mean().item()\n",
+            AssertionError,
+            r"on meta inputs your answer returned \(0\.0, 0\.0\), which tensors without data cannot give: it computed "
+            r"them on tensors made on the CPU; create every tensor on the inputs' device|"
+            r"create every tensor on the inputs' device .*: on cuda inputs, .*device",
+        ),
     ],
     3: [
         (
