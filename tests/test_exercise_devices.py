@@ -83,3 +83,26 @@ def test_cuda_results_are_on_the_plain_cuda_device():
     assert run_on(torch.device("cuda"), lambda: x * 2) is not None
     with pytest.raises(AssertionError, match=r"on cuda inputs a result is on another device"):
         run_on(torch.device("cuda"), lambda: x.cpu())
+
+
+@pytest.mark.parametrize("copies", [
+    lambda: torch.zeros(3, device="meta").cpu(),  # a result brought back to the CPU
+    lambda: torch.zeros(3).copy_(torch.ones(3, device="meta")),  # written into a tensor made on the CPU
+    lambda: torch.zeros(3, device="meta").tolist(),
+])
+def test_a_copy_to_the_cpu_on_meta_is_named(copies):
+    # Catches: meta's "Cannot copy out of meta tensor" tolerated like .item(), which passes an answer that
+    # moves its tensors to the CPU (on a GPU its result comes back there); and reads_data ignored.
+    with pytest.raises(AssertionError, match=r"keep every tensor on labels\.device: on meta inputs your answer copies "
+                                             r"one to the CPU"):
+        run_on("meta", copies, create_on=CREATE_ON)
+    assert run_on("meta", copies, create_on=CREATE_ON, reads_data=True) is None
+
+
+def test_numpy_of_a_tensor_on_the_device_is_named():
+    # Catches: .numpy()'s TypeError reaching the reader as torch's own traceback; and other TypeErrors swallowed.
+    with pytest.raises(AssertionError, match=r"keep every tensor on labels\.device, and compute with torch: on meta "
+                                             r"inputs, can't convert meta device type tensor to numpy"):
+        run_on("meta", lambda: torch.zeros(3, device="meta").numpy(), create_on=CREATE_ON)
+    with pytest.raises(TypeError, match="unsupported operand"):
+        run_on("meta", lambda: torch.zeros(3, device="meta") + "text")

@@ -167,6 +167,7 @@ def run_on(
     *,
     create_on: str = "the input's device (device=x.device, or torch.zeros_like(x))",
     what: str = "a result",
+    reads_data: bool = False,
 ):
     """Run an answer on `device` (the GPU, or without one `meta`) and return `run()`'s results.
 
@@ -179,6 +180,10 @@ def run_on(
     - any other error: on `meta`, whose tensors have a shape but no data (no `.item()`, no `nonzero`,
       no `.tolist()`), the answer could not run there, and `run_on` returns None; on any other device
       every operation runs, so the error is the answer's and is raised again;
+    - on `meta`, a copy of a tensor's data to the CPU (`.cpu()`, `.to("cpu")`, `.tolist()`, an assignment
+      into a tensor made on the CPU) fails with "keep every tensor on {create_on}": on a GPU it would bring
+      the data back to the CPU. Where a right answer reads its data (`.tolist()` for numbers it returns),
+      pass `reads_data=True`; `.numpy()` fails the same way, on every device;
     - every tensor returned must be on `device` ("{what} is on another device"). Devices compare by
       type (and by index only where `device` names one): `torch.device("cuda")` is `cuda:0`'s device.
 
@@ -195,9 +200,21 @@ def run_on(
         raise TypeError(f"run_on: run must be a function taking no arguments, got {type(run).__name__}")
     try:
         results = run()
+    except TypeError as error:
+        if "device type tensor to numpy" not in str(error):  # .numpy() of a tensor on a GPU, or on meta
+            raise
+        raise AssertionError(
+            f"keep every tensor on {create_on}, and compute with torch: on {device.type} inputs, {error}"
+        ) from error
     except (NotImplementedError, RuntimeError) as error:
         if "device" in str(error):  # raised, not asserted: python -O keeps it
             raise AssertionError(f"create every tensor on {create_on}: on {device.type} inputs, {error}") from error
+        if device.type == "meta" and not reads_data and "Cannot copy out of meta tensor" in str(error):
+            raise AssertionError(
+                f"keep every tensor on {create_on}: on meta inputs your answer copies one to the CPU (.cpu(), "
+                f".to('cpu'), .tolist(), or an assignment into a tensor made on the CPU), so on a GPU {what} "
+                "would come back on the CPU, or its data would make a round trip"
+            ) from error
         if device.type != "meta":
             raise
         return None

@@ -10,6 +10,15 @@ from __future__ import annotations
 WRONG_ANSWERS = {
     1: [
         (
+            'moves the distances to the CPU (.cpu()): on a GPU the loss comes back on the CPU',
+            'def triplet_loss_relu(anchor, positive, negative, t1, t2, beta):\n'
+            '    d_ap = ep.squared_distance(anchor, positive).cpu()\n'
+            '    d_an = ep.squared_distance(anchor, negative).cpu()\n'
+            '    return (F.relu(d_ap - d_an - t1) + t1 + beta * (F.relu(d_ap - t2) + t2)).mean()\n',
+            AssertionError,
+            r"keep every tensor on .*: on meta inputs your answer copies one to the CPU|create every tensor on .*: on cuda inputs|on cuda inputs .* is on another device",
+        ),
+        (
             "returns the reference (which calls clamp for its values)",
             "def triplet_loss_relu(anchor, positive, negative, t1, t2, beta):\n"
             "    return ep.reference_triplet_hinge_loss(anchor, positive, negative, t1=t1, t2=t2, beta=beta)\n",

@@ -9,6 +9,21 @@ from __future__ import annotations
 WRONG_ANSWERS = {
     1: [
         (
+            'the backward computes sigmoid on x.cpu(): on a GPU the gradient comes back on the CPU',
+            'class Softplus(Function):\n'
+            '    @staticmethod\n'
+            '    def forward(ctx, x):\n'
+            '        ctx.save_for_backward(x)\n'
+            '        return F.softplus(x)\n'
+            '\n'
+            '    @staticmethod\n'
+            '    def backward(ctx, grad_output):\n'
+            '        (x,) = ctx.saved_tensors\n'
+            '        return grad_output * torch.sigmoid(x.cpu()).to(x.dtype)\n',
+            AssertionError,
+            r"keep every tensor on .*: on meta inputs your answer copies one to the CPU|create every tensor on .*: on cuda inputs|on cuda inputs .* is on another device",
+        ),
+        (
             "the buggy sigmoid(-x) left as it is",
             "class Softplus(Function):\n"
             "    @staticmethod\n"
@@ -167,6 +182,23 @@ WRONG_ANSWERS = {
     ],
     2: [
         (
+            'the backward divides by norm.cpu(): on a GPU the operands meet on two devices',
+            'class Normalize(Function):\n'
+            '    @staticmethod\n'
+            '    def forward(ctx, x):\n'
+            '        y = x / x.norm(dim=-1, keepdim=True)\n'
+            '        ctx.save_for_backward(x, y)\n'
+            '        return y\n'
+            '\n'
+            '    @staticmethod\n'
+            '    def backward(ctx, grad_output):\n'
+            '        x, y = ctx.saved_tensors\n'
+            '        norm = x.norm(dim=-1, keepdim=True)\n'
+            '        return (grad_output - y * (y * grad_output).sum(-1, keepdim=True)) / norm.cpu()\n',
+            AssertionError,
+            r"keep every tensor on .*: on meta inputs your answer copies one to the CPU|create every tensor on .*: on cuda inputs|on cuda inputs .* is on another device",
+        ),
+        (
             "divides by the norm and forgets the projection term",
             "class Normalize(Function):\n"
             "    @staticmethod\n"
@@ -301,6 +333,26 @@ WRONG_ANSWERS = {
         ),
     ],
     3: [
+        (
+            'the backward multiplies by result.cpu(): on a GPU the operands meet on two devices',
+            'class FuncExp(Function):\n'
+            '    generate_vmap_rule = True\n'
+            '\n'
+            '    @staticmethod\n'
+            '    def forward(x):\n'
+            '        return x.exp()\n'
+            '\n'
+            '    @staticmethod\n'
+            '    def setup_context(ctx, inputs, output):\n'
+            '        ctx.save_for_backward(output)\n'
+            '\n'
+            '    @staticmethod\n'
+            '    def backward(ctx, grad_output):\n'
+            '        (result,) = ctx.saved_tensors\n'
+            '        return grad_output * result.cpu()\n',
+            AssertionError,
+            r"keep every tensor on .*: on meta inputs your answer copies one to the CPU|create every tensor on .*: on cuda inputs|on cuda inputs .* is on another device",
+        ),
         (
             "the classic style, forward(ctx, x)",
             "FuncExp = fn.Exp\n",

@@ -173,6 +173,20 @@ WRONG_ANSWERS = {
     ],
     2: [
         (
+            'the row weights moved to the CPU (.cpu()): on a GPU they meet the CUDA rows',
+            'def prototype_gradient(anchor, prototype, negative, t1=-1.0, t2=0.5, beta=0.5):\n'
+            '    positive = prototype.expand_as(anchor)\n'
+            '    d_ap = ep.squared_distance(anchor, positive)\n'
+            '    d_an = ep.squared_distance(anchor, negative)\n'
+            '    push = (d_ap - d_an > t1).to(anchor.dtype)\n'
+            '    pull = (d_ap > t2).to(anchor.dtype)\n'
+            '    g = 1.0 / anchor.shape[0]\n'
+            '    w = (push + beta * pull).cpu()\n'
+            '    return (-2 * g * w[:, None] * (anchor - positive)).sum(0, keepdim=True)\n',
+            AssertionError,
+            r"keep every tensor on .*: on meta inputs your answer copies one to the CPU|create every tensor on .*: on cuda inputs|on cuda inputs .* is on another device",
+        ),
+        (
             "sums the rows into a buffer made with torch.zeros(1, D), on the CPU whatever the inputs' device",
             "def prototype_gradient(anchor, prototype, negative, t1=-1.0, t2=0.5, beta=0.5):\n"
             "    positive = prototype.expand_as(anchor)\n"

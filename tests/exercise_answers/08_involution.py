@@ -114,6 +114,17 @@ WRONG_ANSWERS = {
     ],
     2: [
         (
+            'returns the gradient .cpu(): on a GPU it comes back on the CPU',
+            'def weight_gradient(x, grad_out, groups, kernel, padding):\n'
+            '    b, c = x.shape[:2]\n'
+            '    out_h, out_w = grad_out.shape[2:]\n'
+            '    windows = F.unfold(x, kernel, padding=padding).view(b, groups, c // groups, kernel[0] * kernel[1], out_h, out_w)\n'
+            '    go = grad_out.view(b, groups, c // groups, 1, out_h, out_w)\n'
+            '    return (windows * go).sum(dim=2).view(b, groups, *kernel, out_h, out_w).cpu()\n',
+            AssertionError,
+            r"keep every tensor on .*: on meta inputs your answer copies one to the CPU|create every tensor on .*: on cuda inputs|on cuda inputs .* is on another device",
+        ),
+        (
             "accumulates the taps into torch.zeros(...) made on the CPU, whatever x's device",
             "def weight_gradient(x, grad_out, groups, kernel, padding):\n"
             "    b, c = x.shape[:2]\n"
