@@ -45,6 +45,8 @@ def test_bad_sources_and_launches_name_what_is_wrong():
         module.affine[1, 32](x, out, 4)
     with pytest.raises(TypeError, match="affine: x is a pointer; pass a tensor, got list"):
         module.affine[1, 32]([1.0], out, 4, 0.5)
+    with pytest.raises(TypeError, match=r"affine: x \(const float\*\) needs a tensor of dtype torch.float32, got torch.float64"):
+        module.affine[1, 32](x.double(), out, 4, 0.5)
     with pytest.raises(ValueError, match=r"outputs must name pointer parameters of affine; \['n'\]"):
         module.affine[1, 32](x, out, 4, 0.5, outputs=["n"])
     with pytest.raises(ValueError, match="grid must be a positive int or a tuple of 1 to 3"):

@@ -14,7 +14,8 @@ copied back into the CPU tensor afterwards. CUDA tensors are passed as they are.
 
 The library holds, next to the source, one `extern "C"` launcher per kernel that calls
 `cudaLaunchKernel` with the arguments' addresses, so no torch header is compiled (a build takes a
-second or two); the CUDA runtime is linked statically, and uses the same (primary) context as torch.
+second or two); the CUDA runtime is linked statically, and launches on torch's current device, in the same
+(primary) context as torch.
 Kernels that are templates are not supported. Without a GPU, `load_source` still compiles: the module's
 kernels then refuse to launch, saying why.
 """
@@ -70,9 +71,10 @@ def _launchers(kernels) -> str:
     lines = ["", "// Added by extending_pytorch.on_gpu: one launcher per kernel.", "#include <cuda_runtime.h>"]
     for kernel in kernels:
         lines += [
-            f'extern "C" const char* ep_launch_{kernel.name}(unsigned gx, unsigned gy, unsigned gz,',
+            f'extern "C" const char* ep_launch_{kernel.name}(int device, unsigned gx, unsigned gy, unsigned gz,',
             "                                  unsigned bx, unsigned by, unsigned bz, void** args) {",
-            f"  cudaError_t error = cudaLaunchKernel((const void*)&{kernel.qualified}, dim3(gx, gy, gz),",
+            "  cudaError_t error = cudaSetDevice(device);  // torch's current device, where the tensors are",
+            f"  if (error == cudaSuccess) error = cudaLaunchKernel((const void*)&{kernel.qualified}, dim3(gx, gy, gz),",
             "                                       dim3(bx, by, bz), args, 0, nullptr);",
             "  if (error == cudaSuccess) error = cudaDeviceSynchronize();",
             "  return error == cudaSuccess ? nullptr : cudaGetErrorString(error);",
@@ -103,7 +105,8 @@ def load_source(source: str, name: str = "kernels") -> "Module":
     gpu = _gpu_present()
     arch = ["-arch=native"] if gpu else []  # without a GPU: nvcc's default architecture, to compile
     text = source + _launchers(kernels)
-    key = hashlib.sha256("\0".join([text, compiler, *arch]).encode()).hexdigest()[:16]
+    flags = ["-shared", "-Xcompiler", "-fPIC", "-O2", f"-std={build_flags.CXX_STANDARD}", *arch]
+    key = hashlib.sha256("\0".join([text, compiler, *flags]).encode()).hexdigest()[:16]
     directory = BUILD_ROOT / f"{name}-{key}"
     library = directory / f"{name}.so"
     if not library.exists():
@@ -111,8 +114,7 @@ def load_source(source: str, name: str = "kernels") -> "Module":
         (directory / f"{name}.cu").write_text(text)
         partial = directory / f"{name}.so.partial"
         result = subprocess.run(
-            [compiler, "-shared", "-Xcompiler", "-fPIC", "-O2", f"-std={build_flags.CXX_STANDARD}", *arch,
-             "-o", str(partial), str(directory / f"{name}.cu")],
+            [compiler, *flags, "-o", str(partial), str(directory / f"{name}.cu")],
             capture_output=True, text=True,
         )
         if result.returncode != 0:
@@ -150,7 +152,7 @@ class Kernel:
         self.signature, self._gpu = signature, gpu
         self._launch = getattr(library, f"ep_launch_{signature.name}")
         self._launch.restype = ctypes.c_char_p
-        self._launch.argtypes = [ctypes.c_uint] * 6 + [ctypes.POINTER(ctypes.c_void_p)]
+        self._launch.argtypes = [ctypes.c_int] + [ctypes.c_uint] * 6 + [ctypes.POINTER(ctypes.c_void_p)]
 
     def __getitem__(self, launch):
         grid, block = launch
@@ -165,9 +167,14 @@ class Kernel:
         unknown = set(outputs) - {p.name for p in parameters if p.pointer}
         if unknown:
             raise ValueError(f"outputs must name pointer parameters of {name}; {sorted(unknown)} are not")
+        dtypes = signatures._pointer_dtypes()  # the C type a pointer points to -> the tensor dtypes it reads
         for parameter, arg in zip(parameters, args):
             if parameter.pointer and not isinstance(arg, torch.Tensor):
                 raise TypeError(f"{name}: {parameter.name} is a pointer; pass a tensor, got {type(arg).__name__}")
+            expected = dtypes.get(parameter.base) if parameter.pointer else None
+            if expected and arg.dtype not in expected:
+                raise TypeError(f"{name}: {parameter.name} ({parameter.type}) needs a tensor of dtype "
+                                f"{' or '.join(map(str, expected))}, got {arg.dtype}")
             if not parameter.pointer and parameter.base not in _SCALARS:
                 raise TypeError(f"{name}: parameter {parameter.name} has type {parameter.type}, which this "
                                 "launcher cannot pass; use int, float, double or a pointer")
@@ -189,7 +196,7 @@ class Kernel:
             values.append(ctypes.c_void_p(device_arg.data_ptr()))
         torch.cuda.synchronize()  # torch's copies above run on its stream; the launch on the default one
         addresses = (ctypes.c_void_p * len(values))(*(ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in values))
-        error = self._launch(*grid, *block, addresses)
+        error = self._launch(torch.cuda.current_device(), *grid, *block, addresses)
         if error is not None:
             raise RuntimeError(f"{name} failed on the GPU: {error.decode()}")
         for host, device in copies:
