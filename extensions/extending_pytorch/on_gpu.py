@@ -34,19 +34,6 @@ from extending_pytorch.emulator import signatures
 
 BUILD_ROOT = build_flags.EXTENSIONS_DIR / "build" / "nvcc"
 
-# C types of the kernels' scalar parameters, as ctypes passes them.
-_SCALARS = {
-    "bool": ctypes.c_bool,
-    "char": ctypes.c_char, "signed char": ctypes.c_byte, "unsigned char": ctypes.c_ubyte,
-    "short": ctypes.c_short, "unsigned short": ctypes.c_ushort,
-    "int": ctypes.c_int, "unsigned": ctypes.c_uint, "unsigned int": ctypes.c_uint,
-    "long": ctypes.c_long, "unsigned long": ctypes.c_ulong,
-    "long long": ctypes.c_longlong, "unsigned long long": ctypes.c_ulonglong,
-    "int32_t": ctypes.c_int32, "uint32_t": ctypes.c_uint32,
-    "int64_t": ctypes.c_int64, "uint64_t": ctypes.c_uint64, "size_t": ctypes.c_size_t,
-    "float": ctypes.c_float, "double": ctypes.c_double,
-}
-
 
 def nvcc() -> str | None:
     """nvcc's path: on PATH, or in torch's CUDA_HOME; None where there is none."""
@@ -175,7 +162,7 @@ class Kernel:
             if expected and arg.dtype not in expected:
                 raise TypeError(f"{name}: {parameter.name} ({parameter.type}) needs a tensor of dtype "
                                 f"{' or '.join(map(str, expected))}, got {arg.dtype}")
-            if not parameter.pointer and parameter.base not in _SCALARS:
+            if not parameter.pointer and parameter.base not in signatures._SCALARS:
                 raise TypeError(f"{name}: parameter {parameter.name} has type {parameter.type}, which this "
                                 "launcher cannot pass; use int, float, double or a pointer")
         if not self._gpu:
@@ -183,7 +170,7 @@ class Kernel:
         values, copies, alive = [], [], []
         for parameter, arg in zip(parameters, args):
             if not parameter.pointer:
-                values.append(_SCALARS[parameter.base](arg))
+                values.append(signatures._SCALARS[parameter.base](arg))  # the emulator's C types
                 continue
             device_arg = arg if arg.is_cuda else arg.detach().to("cuda").contiguous()
             if not device_arg.is_contiguous():
